@@ -20,7 +20,7 @@ use serde::Deserialize;
 use serde::de::{Deserializer, MapAccess, Visitor};
 use sha2::{Digest as _, Sha256};
 
-use crate::json::{Str, TrimmedList, for_each_field, next_opt, trim_cow};
+use crate::json::{Field, Str, TrimmedList, field_error, for_each_field, next_opt, trim_cow};
 use crate::reason::Rejection;
 
 /// Prefix of every capability digest.
@@ -252,21 +252,45 @@ impl<'de> Deserialize<'de> for WireDoc<'de> {
             fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Self::Value, A::Error> {
                 let mut doc = WireDoc::default();
                 for_each_field(map, |key, map| {
-                    let s =
-                        |map: &mut A| next_opt::<A, Str<'de>>(map).map(|s| s.map(Str::into_cow));
-                    match key {
-                        "id" => doc.id = s(map)?,
-                        "summary" => doc.summary = s(map)?,
-                        "outcome" => doc.outcome = s(map)?,
-                        "version" => doc.version = s(map)?,
-                        "digest" => doc.digest = s(map)?,
-                        "requirements" => doc.requirements = next_opt(map)?,
+                    let s = |map: &mut A| {
+                        next_opt::<A, Str<'de>>(map)
+                            .map(|s| s.map(Str::into_cow))
+                            .map_err(|e| field_error(key, &e))
+                    };
+                    let index = match key {
+                        "id" => {
+                            doc.id = s(map)?;
+                            0
+                        }
+                        "summary" => {
+                            doc.summary = s(map)?;
+                            1
+                        }
+                        "outcome" => {
+                            doc.outcome = s(map)?;
+                            2
+                        }
+                        "version" => {
+                            doc.version = s(map)?;
+                            3
+                        }
+                        "digest" => {
+                            doc.digest = s(map)?;
+                            4
+                        }
+                        "requirements" => {
+                            doc.requirements = next_opt(map).map_err(|e| field_error(key, &e))?;
+                            5
+                        }
                         other => match LIST_NAMES.iter().position(|n| *n == other) {
-                            Some(i) => doc.lists[i] = next_opt(map)?,
-                            None => return Ok(false),
+                            Some(i) => {
+                                doc.lists[i] = next_opt(map).map_err(|e| field_error(key, &e))?;
+                                6 + i
+                            }
+                            None => return Ok(Field::Unknown),
                         },
-                    }
-                    Ok(true)
+                    };
+                    Ok(Field::Known(index))
                 })?;
                 Ok(doc)
             }

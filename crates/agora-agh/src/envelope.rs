@@ -30,7 +30,7 @@ use serde::de::{self, Deserializer, MapAccess, Visitor};
 use serde_json::value::RawValue;
 
 use crate::grammar::{PROTOCOL_V0, is_channel, is_peer_id};
-use crate::json::{self, RawJson, Str, for_each_field, next_opt, trim_cow, trim_opt};
+use crate::json::{self, Field, RawJson, Str, for_each_field, next_opt, trim_cow, trim_opt};
 use crate::reason::Rejection;
 
 /// Largest envelope, in bytes, that any receiver must accept and that this crate will parse
@@ -292,6 +292,16 @@ impl<'a> RawEnvelope<'a> {
     /// Validation step 1: size limit, UTF-8, JSON syntax, top-level object, duplicate keys at
     /// every depth, and the JSON type of every known field.
     pub fn parse(bytes: &'a [u8]) -> Result<Self, Rejection> {
+        Self::parse_inner(bytes, true)
+    }
+
+    /// Step 1 without the duplicate-key scan of `body`, for callers that parse the body with
+    /// [`crate::Body::parse`] next, which refuses duplicate keys itself (one scan fewer).
+    pub(crate) fn parse_deferring_body(bytes: &'a [u8]) -> Result<Self, Rejection> {
+        Self::parse_inner(bytes, false)
+    }
+
+    fn parse_inner(bytes: &'a [u8], check_body: bool) -> Result<Self, Rejection> {
         if bytes.len() > MAX_ENVELOPE_BYTES {
             return Err(Rejection::Malformed(
                 format!(
@@ -307,7 +317,10 @@ impl<'a> RawEnvelope<'a> {
         let field = Cell::new("");
         let mut de = serde_json::Deserializer::from_str(text);
         let parsed = de
-            .deserialize_any(RawVisitor { field: &field })
+            .deserialize_any(RawVisitor {
+                field: &field,
+                check_body,
+            })
             .and_then(|raw| de.end().map(|()| raw));
         parsed.map_err(|e| {
             let detail = match field.get() {
@@ -410,23 +423,41 @@ pub(crate) fn check_peer_id(s: &str, field: &str) -> Result<(), Rejection> {
 
 struct RawVisitor<'f> {
     field: &'f Cell<&'static str>,
+    check_body: bool,
 }
 
-const F_PROTOCOL: u16 = 1;
-const F_ID: u16 = 1 << 1;
-const F_KIND: u16 = 1 << 2;
-const F_CHANNEL: u16 = 1 << 3;
-const F_FROM: u16 = 1 << 4;
-const F_TO: u16 = 1 << 5;
-const F_INTERACTION: u16 = 1 << 6;
-const F_REPLY_TO: u16 = 1 << 7;
-const F_TRACE: u16 = 1 << 8;
-const F_CAUSATION: u16 = 1 << 9;
-const F_TS: u16 = 1 << 10;
-const F_EXPIRES: u16 = 1 << 11;
-const F_BODY: u16 = 1 << 12;
-const F_PROOF: u16 = 1 << 13;
-const F_EXT: u16 = 1 << 14;
+/// Top-level fields, in emission order; a field's index is its bit in the duplicate mask.
+const FIELDS: [&str; 15] = [
+    "protocol",
+    "id",
+    "kind",
+    "channel",
+    "from",
+    "to",
+    "interaction_id",
+    "reply_to",
+    "trace_id",
+    "causation_id",
+    "ts",
+    "expires_at",
+    "body",
+    "proof",
+    "ext",
+];
+
+/// Reads an optional raw object field (`proof`, `ext`): `null` is absent, anything but an object
+/// is an error, and duplicate keys are refused at every depth.
+fn object_field<'de, A: MapAccess<'de>>(map: &mut A) -> Result<Option<&'de RawValue>, A::Error> {
+    let raw: &'de RawValue = map.next_value()?;
+    if json::is_null(raw.get()) {
+        return Ok(None);
+    }
+    if !json::is_object(raw.get()) {
+        return Err(de::Error::custom("must be an object or null"));
+    }
+    json::check_value(raw.get()).map_err(|e| json::nested_error(&e))?;
+    Ok(Some(raw))
+}
 
 impl<'de> Visitor<'de> for RawVisitor<'_> {
     type Value = RawEnvelope<'de>;
@@ -439,69 +470,38 @@ impl<'de> Visitor<'de> for RawVisitor<'_> {
         let mut raw = RawEnvelope::default();
         let field = self.field;
         for_each_field(map, |key, map| {
-            let (bit, name): (u16, &'static str) = match key {
-                "protocol" => (F_PROTOCOL, "protocol"),
-                "id" => (F_ID, "id"),
-                "kind" => (F_KIND, "kind"),
-                "channel" => (F_CHANNEL, "channel"),
-                "from" => (F_FROM, "from"),
-                "to" => (F_TO, "to"),
-                "interaction_id" => (F_INTERACTION, "interaction_id"),
-                "reply_to" => (F_REPLY_TO, "reply_to"),
-                "trace_id" => (F_TRACE, "trace_id"),
-                "causation_id" => (F_CAUSATION, "causation_id"),
-                "ts" => (F_TS, "ts"),
-                "expires_at" => (F_EXPIRES, "expires_at"),
-                "body" => (F_BODY, "body"),
-                "proof" => (F_PROOF, "proof"),
-                "ext" => (F_EXT, "ext"),
-                _ => return Ok(false),
+            let Some(index) = FIELDS.iter().position(|f| *f == key) else {
+                return Ok(Field::Unknown);
             };
-            field.set(name);
+            field.set(FIELDS[index]);
             let string = |map: &mut A| next_opt::<A, Str<'de>>(map).map(|s| s.map(Str::into_cow));
-            match bit {
-                F_PROTOCOL => raw.protocol = string(map)?,
-                F_ID => raw.id = string(map)?,
-                F_KIND => raw.kind = string(map)?,
-                F_CHANNEL => raw.channel = string(map)?,
-                F_FROM => raw.from = string(map)?,
-                F_TO => raw.to = string(map)?,
-                F_INTERACTION => raw.interaction_id = string(map)?,
-                F_REPLY_TO => raw.reply_to = string(map)?,
-                F_TRACE => raw.trace_id = string(map)?,
-                F_CAUSATION => raw.causation_id = string(map)?,
-                F_TS => raw.ts = next_opt(map)?,
-                F_EXPIRES => raw.expires_at = next_opt(map)?,
-                F_BODY => {
+            match index {
+                0 => raw.protocol = string(map)?,
+                1 => raw.id = string(map)?,
+                2 => raw.kind = string(map)?,
+                3 => raw.channel = string(map)?,
+                4 => raw.from = string(map)?,
+                5 => raw.to = string(map)?,
+                6 => raw.interaction_id = string(map)?,
+                7 => raw.reply_to = string(map)?,
+                8 => raw.trace_id = string(map)?,
+                9 => raw.causation_id = string(map)?,
+                10 => raw.ts = next_opt(map)?,
+                11 => raw.expires_at = next_opt(map)?,
+                12 => {
                     let body: &'de RawValue = map.next_value()?;
                     if !json::is_null(body.get()) {
-                        json::check_value(body.get()).map_err(|e| json::nested_error(&e))?;
+                        if self.check_body {
+                            json::check_value(body.get()).map_err(|e| json::nested_error(&e))?;
+                        }
                         raw.body = Some(body);
                     }
                 }
-                F_PROOF => {
-                    let proof: &'de RawValue = map.next_value()?;
-                    if !json::is_null(proof.get()) {
-                        if !json::is_object(proof.get()) {
-                            return Err(de::Error::custom("must be an object or null"));
-                        }
-                        json::check_value(proof.get()).map_err(|e| json::nested_error(&e))?;
-                        raw.proof = Some(proof);
-                    }
-                }
-                _ => {
-                    let ext: &'de RawValue = map.next_value()?;
-                    if !json::is_null(ext.get()) {
-                        if !json::is_object(ext.get()) {
-                            return Err(de::Error::custom("must be an object"));
-                        }
-                        json::check_value(ext.get()).map_err(|e| json::nested_error(&e))?;
-                        raw.ext = Some(ext);
-                    }
-                }
+                13 => raw.proof = object_field(map)?,
+                _ => raw.ext = object_field(map)?,
             }
             field.set("");
-            Ok(true)
+            Ok(Field::Known(index))
         })?;
         Ok(raw)
     }

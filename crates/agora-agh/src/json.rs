@@ -51,7 +51,7 @@ impl<'de> Deserialize<'de> for Str<'de> {
 /// Keys of one object, kept to detect repeats. Small objects are checked linearly; past
 /// `LINEAR_LIMIT` keys a hash set keeps the check linear in the object size.
 struct SeenKeys<'de> {
-    few: SmallVec<[Cow<'de, str>; 16]>,
+    few: SmallVec<[Cow<'de, str>; 8]>,
     many: Option<HashSet<Cow<'de, str>>>,
 }
 
@@ -84,20 +84,42 @@ impl<'de> SeenKeys<'de> {
     }
 }
 
+/// What a field callback did with one key.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Field {
+    /// Consumed the value of the caller's known field number `n` (`n < 64`).
+    Known(usize),
+    /// Not a field the caller knows; the walker skips the value.
+    Unknown,
+}
+
 /// Walks the fields of one JSON object, refusing duplicate keys. `field` is called with each key
-/// and the map; it returns `true` if it consumed the value, `false` to have the value skipped
-/// (skipped values are still checked for duplicate keys at every depth).
+/// and the map; it either consumes the value of a known field and says which, or leaves the value
+/// to be skipped (skipped values are still checked for duplicate keys at every depth). Known
+/// fields are tracked in a bit mask; only unknown keys are kept for comparison.
 pub(crate) fn for_each_field<'de, A, F>(mut map: A, mut field: F) -> Result<(), A::Error>
 where
     A: MapAccess<'de>,
-    F: FnMut(&str, &mut A) -> Result<bool, A::Error>,
+    F: FnMut(&str, &mut A) -> Result<Field, A::Error>,
 {
-    let mut seen = SeenKeys::new();
+    let mut known: u64 = 0;
+    let mut unknown: Option<SeenKeys<'de>> = None;
     while let Some(Str(key)) = map.next_key::<Str<'de>>()? {
-        if !field(&key, &mut map)? {
-            map.next_value::<NoDup>()?;
-        }
-        if !seen.insert(key.clone()) {
+        let fresh = match field(&key, &mut map)? {
+            Field::Known(n) => {
+                let bit = 1u64 << (n & 63);
+                let fresh = known & bit == 0;
+                known |= bit;
+                fresh
+            }
+            Field::Unknown => {
+                map.next_value::<NoDup>()?;
+                unknown
+                    .get_or_insert_with(SeenKeys::new)
+                    .insert(key.clone())
+            }
+        };
+        if !fresh {
             return Err(de::Error::custom(format_args!("duplicate key `{key}`")));
         }
     }
@@ -146,7 +168,7 @@ impl<'de> Visitor<'de> for NoDupVisitor {
         Ok(NoDup)
     }
     fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<NoDup, A::Error> {
-        for_each_field(map, |_, _| Ok(false))?;
+        for_each_field(map, |_, _| Ok(Field::Unknown))?;
         Ok(NoDup)
     }
 }
@@ -154,6 +176,19 @@ impl<'de> Visitor<'de> for NoDupVisitor {
 /// Checks that `raw` (already known to be JSON) has no duplicate keys anywhere.
 pub(crate) fn check_value(raw: &str) -> Result<(), serde_json::Error> {
     serde_json::from_str::<NoDup>(raw).map(|_| ())
+}
+
+/// Checks an opaque body field captured raw for duplicate keys.
+pub(crate) fn check_raw(raw: &RawValue, field: &str) -> Result<(), crate::reason::Rejection> {
+    check_value(raw.get()).map_err(|e| {
+        crate::reason::Rejection::Malformed(
+            format!(
+                "body: field `{field}`: {}",
+                without_position(&e.to_string())
+            )
+            .into(),
+        )
+    })
 }
 
 /// `true` when the raw JSON text is an object.
@@ -294,15 +329,18 @@ macro_rules! wire_struct {
                     fn visit_map<A: serde::de::MapAccess<$lt>>(self, map: A) -> Result<Self::Value, A::Error> {
                         let mut out = $name::default();
                         $crate::json::for_each_field(map, |key, map| {
-                            match key {
-                                $($key => {
+                            let mut index = 0;
+                            $(
+                                if key == $key {
                                     out.$field = map
                                         .next_value::<Option<$ty>>()
                                         .map_err(|e| $crate::json::field_error($key, &e))?;
-                                })*
-                                _ => return Ok(false),
-                            }
-                            Ok(true)
+                                    return Ok($crate::json::Field::Known(index));
+                                }
+                                index += 1;
+                            )*
+                            let _ = index;
+                            Ok($crate::json::Field::Unknown)
                         })?;
                         Ok(out)
                     }

@@ -38,12 +38,13 @@ impl<'a> MessageBody<'a> {
             Some(Str(t)) if !t.trim().is_empty() => t,
             _ => return Err(Rejection::malformed("body: field `text` must not be blank")),
         };
-        if let Some(a) = wire.artifacts
-            && !json::is_array(a.get())
-        {
-            return Err(Rejection::malformed(
-                "body: field `artifacts` must be an array",
-            ));
+        if let Some(a) = wire.artifacts {
+            if !json::is_array(a.get()) {
+                return Err(Rejection::malformed(
+                    "body: field `artifacts` must be an array",
+                ));
+            }
+            json::check_raw(a, "artifacts")?;
         }
         Ok(Self {
             text,

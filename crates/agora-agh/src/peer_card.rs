@@ -12,7 +12,7 @@ use serde_json::value::RawValue;
 
 use crate::catalog::Catalog;
 use crate::envelope::check_peer_id;
-use crate::json::{self, RawJson, Str, TrimmedList, for_each_field, next_opt, trim_opt};
+use crate::json::{self, Field, RawJson, Str, TrimmedList, for_each_field, next_opt, trim_opt};
 use crate::reason::Rejection;
 
 /// Extension key of the brief capability projection inside `peer_card.ext`.
@@ -197,16 +197,19 @@ impl<'de> Deserialize<'de> for WireCard<'de> {
             fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Self::Value, A::Error> {
                 let mut card = WireCard::default();
                 for_each_field(map, |key, map| {
-                    match key {
+                    let index = match key {
                         "peer_id" => {
                             card.peer_id = next_opt(map).map_err(|e| json::field_error(key, &e))?;
+                            0
                         }
                         "display_name" => {
                             card.display_name =
                                 next_opt(map).map_err(|e| json::field_error(key, &e))?;
+                            1
                         }
                         "ext" => {
-                            let ext: Option<&'de RawValue> = next_opt(map)?;
+                            let ext: Option<&'de RawValue> =
+                                next_opt(map).map_err(|e| json::field_error(key, &e))?;
                             if let Some(ext) = ext {
                                 if !json::is_object(ext.get()) {
                                     return Err(serde::de::Error::custom(
@@ -216,16 +219,18 @@ impl<'de> Deserialize<'de> for WireCard<'de> {
                                 json::check_value(ext.get()).map_err(|e| json::nested_error(&e))?;
                                 card.ext = Some(ext);
                             }
+                            2
                         }
                         other => match LISTS.iter().position(|n| *n == other) {
                             Some(i) => {
                                 card.lists[i] =
                                     next_opt(map).map_err(|e| json::field_error(other, &e))?;
+                                3 + i
                             }
-                            None => return Ok(false),
+                            None => return Ok(Field::Unknown),
                         },
-                    }
-                    Ok(true)
+                    };
+                    Ok(Field::Known(index))
                 })?;
                 Ok(card)
             }

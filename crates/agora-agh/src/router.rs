@@ -208,7 +208,7 @@ impl<O: Clone + PartialEq, R: Clone> Router<O, R> {
         now: i64,
         ids: &mut impl IdSource,
     ) -> Effects<R> {
-        let raw = match RawEnvelope::parse(bytes) {
+        let raw = match RawEnvelope::parse_deferring_body(bytes) {
             Ok(raw) => raw,
             Err(e) => return Effects::rejected(e),
         };

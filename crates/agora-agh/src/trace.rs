@@ -43,12 +43,16 @@ impl<'a> TraceBody<'a> {
                 format!("body: field `state`: {state_text:?} is not an interaction state").into(),
             )
         })?;
-        if let Some(a) = wire.artifact_refs
-            && !json::is_array(a.get())
-        {
-            return Err(Rejection::malformed(
-                "body: field `artifact_refs` must be an array",
-            ));
+        if let Some(a) = wire.artifact_refs {
+            if !json::is_array(a.get()) {
+                return Err(Rejection::malformed(
+                    "body: field `artifact_refs` must be an array",
+                ));
+            }
+            json::check_raw(a, "artifact_refs")?;
+        }
+        if let Some(r) = wire.result {
+            json::check_raw(r, "result")?;
         }
         Ok(Self {
             state,

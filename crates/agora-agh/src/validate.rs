@@ -1,7 +1,9 @@
 //! Receive-side validation in the spec's order.
 //!
 //! Envelope page, "Validation order" and "Freshness rules":
-//! 1. structure — [`RawEnvelope::parse`]: size, UTF-8, JSON, top-level object, duplicate keys, types;
+//! 1. structure — [`RawEnvelope::parse`]: size, UTF-8, JSON, top-level object, duplicate keys, types
+//!    (duplicate keys inside `body` are caught while the body is parsed in step 4, so that the
+//!    body is scanned once, not twice);
 //! 2. required fields and grammars — [`RawEnvelope::into_envelope`];
 //! 3. freshness — [`check_freshness`];
 //! 4. the kind's body — [`Body::parse`] (includes the capability digest check);
@@ -62,7 +64,7 @@ pub fn validate<'a>(
     now: i64,
     policy: &ValidationPolicy,
 ) -> Result<Validated<'a>, Rejection> {
-    validate_raw(RawEnvelope::parse(bytes)?, now, policy)
+    validate_raw(RawEnvelope::parse_deferring_body(bytes)?, now, policy)
 }
 
 /// Runs steps 2–5 on an envelope that passed step 1.
