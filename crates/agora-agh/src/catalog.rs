@@ -211,7 +211,8 @@ impl RichRequest {
         }
         let filter = match envelope.ext_value(CAPABILITY_IDS_EXT_KEY) {
             None => IdFilter::All,
-            Some(raw) if json::is_null(raw.get()) => IdFilter::All,
+            // Present but `null`, empty, all blank or not an array of strings: nothing matches
+            // (the reference decodes `null` as an empty list).
             Some(raw) => IdFilter::Only(
                 serde_json::from_str::<Vec<String>>(raw.get())
                     .map(|ids| {

@@ -177,6 +177,12 @@ impl Envelope<'_> {
     }
 
     /// Appends the envelope's JSON form to `out`.
+    ///
+    /// The emitted form writes `to` and `proof` explicitly and drops unknown top-level fields, so
+    /// it can be up to 23 bytes longer than the input it was parsed from: an input right at the
+    /// size limit may re-emit just over it. Code that emits an envelope it built or re-encoded
+    /// checks [`Envelope::encoded_len`] against [`MAX_ENVELOPE_BYTES`] first; relays forward the
+    /// original bytes instead.
     pub fn write_json(&self, out: &mut Vec<u8>) {
         out.reserve(self.body.get().len() + 256);
         out.extend_from_slice(b"{\"protocol\":\"");

@@ -347,6 +347,11 @@ fn evaluate(
     let Some(counterparty) = current.counterparty(from) else {
         return Ok(Outcome::Ignored(Ignored::NotParticipant));
     };
+    // Work must go to the sender's counterparty; a stray follow-up is dropped before anything else
+    // so that no third party ever answers for the interaction.
+    if event == Event::Work && envelope.to.as_deref() != Some(counterparty) {
+        return Ok(Outcome::Ignored(Ignored::WrongCounterparty));
+    }
     let state = current.state;
     if state.is_terminal() {
         return match event {
@@ -358,9 +363,6 @@ fn evaluate(
     }
     let next = match event {
         Event::Work => {
-            if envelope.to.as_deref() != Some(counterparty) {
-                return Ok(Outcome::Ignored(Ignored::WrongCounterparty));
-            }
             if state == InteractionState::NeedsInput {
                 InteractionState::Working
             } else {

@@ -927,6 +927,22 @@ fn follow_up_not_addressed_to_counterparty_is_ignored() {
 }
 
 #[test]
+fn stray_follow_up_after_the_end_is_ignored_not_answered_by_a_third_party() {
+    let (mut n, _) = inbound_opened();
+    accepted(&n.send(&trace("msg-done", REVIEWER, CODER, IID, "completed"), 1));
+    // The initiator sends more work, but to a local peer that is not in the interaction: that
+    // peer must not answer for it (no automatic interaction_closed receipt).
+    let fx = n.receive(&direct("msg-stray", CODER, TESTER, IID, "one more thing"));
+    assert_eq!(
+        accepted(&fx).lifecycle,
+        Outcome::Ignored(Ignored::WrongCounterparty)
+    );
+    assert!(fx.replies.is_empty());
+    assert!(fx.deliver.is_empty());
+    assert_eq!(n.state(IID), Some(InteractionState::Completed));
+}
+
+#[test]
 fn receipt_or_trace_for_unknown_interaction_is_ignored() {
     let mut n = scene();
     let events = [
@@ -1347,6 +1363,23 @@ fn whois_response_refreshes_remote_presence_and_is_delivered() {
         }
         other => panic!("expected a remote peer, got {other:?}"),
     }
+    // A rich catalog whose ids differ from the card's capabilities is not cached.
+    let mut c = card("mismatch.sess-2");
+    c["capabilities"] = json!(["something-else"]);
+    let resp = whois_response("msg-wr3", c, REVIEWER, "msg-q3").ext(json!({
+        "agh.capability_catalog": { "capabilities": [{
+            "id": "collect-failing-tests",
+            "summary": "Collect the exact failing package path and test output.",
+            "outcome": "A normalized incident bundle for a debugging follow-up.",
+            "digest": COLLECT_DIGEST,
+        }]}
+    }));
+    accepted(&n.receive(&resp));
+    match n.router.presence.lookup(CH, "mismatch.sess-2", NOW) {
+        Some(Peer::Remote(r)) => assert!(r.catalog.is_none()),
+        other => panic!("expected a remote peer, got {other:?}"),
+    }
+
     // A response also refreshes an already known peer.
     let fx = n.receive_at(
         &whois_response("msg-wr2", card(CODER), TESTER, "msg-q2").ts(NOW + 50),
@@ -1753,6 +1786,7 @@ fn unknown_empty_or_non_array_capability_ids_yield_empty_catalog() {
         json!({ "build-site": true }),
         json!([1, 2]),
         json!(7),
+        json!(null),
     ] {
         let resp = ask(
             &mut n,
