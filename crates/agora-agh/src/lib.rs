@@ -63,5 +63,5 @@ pub use peer_card::PeerCard;
 pub use presence::Presence;
 pub use reason::{ReasonCode, Rejection};
 pub use route::{broadcast_subject, direct_subject, route_token};
-pub use router::{IdSource, Router, RouterConfig};
+pub use router::{IdSource, Router, RouterConfig, UuidIds};
 pub use validate::{Validated, ValidationPolicy, validate};

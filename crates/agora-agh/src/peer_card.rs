@@ -2,6 +2,12 @@
 //!
 //! Peer Discovery page, "Peer Card" and "Matching semantics"; Capability Discovery page, "Brief
 //! discovery". Reference behaviour: notes §2 (PeerCard) and §5 (whois matching).
+//!
+//! # Important discrepancies
+//! - The Capability Discovery page says a peer without a local catalog "MUST still emit
+//!   `peer_card.capabilities` as `[]`". We read that as "never null" for catalog-driven
+//!   projections: a card announced by an agent without a catalog keeps the (advisory) capability
+//!   claims it declared, as the Peer Discovery page's examples show; only the brief key is removed.
 
 use std::borrow::Cow;
 use std::fmt;
@@ -271,6 +277,16 @@ mod tests {
     use crate::capability::CapabilityDoc;
 
     const CARD: &str = r#"{"peer_id":"patch-worker.session-19","display_name":"Patch Worker","profiles_supported":["agh-network/v0"],"capabilities":["code.patch","test.run"],"artifacts_supported":["capability"],"trust_modes_supported":["unverified"]}"#;
+
+    #[test]
+    fn minimal_card_is_the_reference_default() {
+        let card = PeerCard::minimal("p.1");
+        assert_eq!(
+            card.to_json(),
+            r#"{"peer_id":"p.1","profiles_supported":["agh-network/v0"],"capabilities":[],"artifacts_supported":["capability"],"trust_modes_supported":[]}"#
+        );
+        assert_eq!(PeerCard::from_json(&card.to_json()).unwrap(), card);
+    }
 
     #[test]
     fn parses_and_re_emits() {

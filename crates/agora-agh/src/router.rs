@@ -69,6 +69,44 @@ impl IdSource for CounterIds {
     }
 }
 
+/// Ids in the RFC 4122 version-4 UUID form (the spec RECOMMENDS UUIDs), from injected randomness:
+/// the caller supplies 16 random bytes per id, so the crate reads no entropy itself.
+pub struct UuidIds<F: FnMut(&mut [u8; 16])> {
+    fill: F,
+}
+
+impl<F: FnMut(&mut [u8; 16])> UuidIds<F> {
+    /// Ids from `fill`, which must write 16 uniformly random bytes.
+    pub fn new(fill: F) -> Self {
+        Self { fill }
+    }
+}
+
+impl<F: FnMut(&mut [u8; 16])> std::fmt::Debug for UuidIds<F> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("UuidIds")
+    }
+}
+
+impl<F: FnMut(&mut [u8; 16])> IdSource for UuidIds<F> {
+    fn next_id(&mut self) -> String {
+        let mut b = [0u8; 16];
+        (self.fill)(&mut b);
+        b[6] = (b[6] & 0x0f) | 0x40;
+        b[8] = (b[8] & 0x3f) | 0x80;
+        let mut hex = String::with_capacity(32);
+        crate::hex::push_lower(&mut hex, &b);
+        format!(
+            "{}-{}-{}-{}-{}",
+            &hex[..8],
+            &hex[8..12],
+            &hex[12..16],
+            &hex[16..20],
+            &hex[20..]
+        )
+    }
+}
+
 /// Router settings.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct RouterConfig {
@@ -152,6 +190,9 @@ pub struct Effects<R> {
     pub replies: Vec<Reply<R>>,
     /// For [`Router::send`]: where the envelope itself must be published, if anywhere.
     pub publish: Option<Route<R>>,
+    /// For [`Router::send`]: when set, publish this re-encoded envelope instead of the bytes the
+    /// agent sent (a greet from a peer with a local catalog carries the brief projection).
+    pub rewritten: Option<OwnedEnvelope>,
     /// Generated responses that were refused before emission (e.g. over the size limit).
     pub refused: Vec<Rejection>,
 }
@@ -163,6 +204,7 @@ impl<R> Effects<R> {
             deliver: Vec::new(),
             replies: Vec::new(),
             publish: None,
+            rewritten: None,
             refused: Vec::new(),
         }
     }
@@ -339,8 +381,75 @@ impl<O: Clone + PartialEq, R: Clone> Router<O, R> {
         };
         if fx.result.is_ok() && !matches!(publish, Route::Local(_)) {
             fx.publish = Some(publish);
+            if let Body::Greet(_) = &v.body {
+                fx.rewritten = self.projected_greet(env);
+            }
         }
         fx
+    }
+
+    /// The greet to publish for a local peer with a catalog: the same envelope with the brief
+    /// projection applied to its card (Capability Discovery, "Brief discovery"). `None` when the
+    /// peer has no catalog (the agent's own bytes go out unchanged) or the result would be too big.
+    fn projected_greet(&self, env: &Envelope<'_>) -> Option<OwnedEnvelope> {
+        let peer = self.presence.local(&env.channel, &env.from)?;
+        peer.catalog.as_ref()?;
+        let greet = crate::greet::GreetBody::from_json(env.body.get()).ok()?;
+        let body = crate::greet::GreetBody {
+            peer_card: peer.projected_card(),
+            summary: greet.summary,
+        }
+        .to_json();
+        let mut out = env.clone().into_owned();
+        out.body = raw_owned(body);
+        (out.encoded_len() <= MAX_ENVELOPE_BYTES).then_some(out)
+    }
+
+    /// Fresh greets for every local peer in every channel (new id, `ts` = `now`, card with the
+    /// brief projection), to be broadcast every greet interval and after a catalog changes so that
+    /// remote presence never lapses while the peer is connected (Peer Discovery, "a peer SHOULD
+    /// re-announce before its presence expires"). Each is recorded in the deduplication window.
+    pub fn announcements(&mut self, now: i64, ids: &mut impl IdSource) -> Vec<Reply<R>> {
+        let mut out = Vec::new();
+        for channel in self.presence.channels() {
+            for peer in self.presence.local_peers(channel) {
+                let body = crate::greet::GreetBody {
+                    peer_card: peer.projected_card(),
+                    summary: None,
+                }
+                .to_json();
+                let envelope = Envelope {
+                    id: Cow::Owned(ids.next_id()),
+                    kind: Kind::Greet,
+                    channel: Cow::Owned(channel.to_owned()),
+                    from: Cow::Owned(peer.card.peer_id.to_string()),
+                    to: None,
+                    interaction_id: None,
+                    reply_to: None,
+                    trace_id: None,
+                    causation_id: None,
+                    ts: now,
+                    expires_at: None,
+                    body: raw_owned(body),
+                    proof: None,
+                    ext: None,
+                };
+                if envelope.encoded_len() <= MAX_ENVELOPE_BYTES {
+                    out.push(Reply {
+                        envelope,
+                        route: Route::Broadcast,
+                    });
+                }
+            }
+        }
+        let replay_age = self.policy.replay_age;
+        for reply in &out {
+            let deadline = dedup_deadline(now, None, replay_age);
+            // A fresh id cannot collide unless the id source repeats; then the greet is dropped
+            // by receivers anyway.
+            let _ = self.dedup.insert(&reply.envelope.id, deadline, now);
+        }
+        out
     }
 
     /// Kind handling shared by receive and send. `origin` is `None` for locally sent envelopes;
@@ -360,6 +469,7 @@ impl<O: Clone + PartialEq, R: Clone> Router<O, R> {
             deliver: Vec::new(),
             replies: Vec::new(),
             publish: None,
+            rewritten: None,
             refused: Vec::new(),
         };
         let addressee = || {

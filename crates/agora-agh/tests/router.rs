@@ -1,7 +1,7 @@
 //! Integration tests of the router, the interaction lifecycle, presence and the catalog
 //! projections, through the public API only.
 //!
-//! References: `/work/shared/notes/agh-reference.md` §2 ("What the router does per inbound
+//! References: the shared reference notes (`notes/agh-reference.md`) §2 ("What the router does per inbound
 //! envelope"), §3 ("Interaction lifecycle"), §5 ("Presence and whois matching"), §6.2
 //! ("Discovery surfaces"); the Peer Discovery and Capability Discovery pages.
 //!
@@ -2096,4 +2096,196 @@ fn directed_send_to_remote_peer_publishes_to_its_origin() {
     assert!(fx.deliver.is_empty(), "nobody local is addressed");
     let fx = n.send(&say("msg-rm2", REVIEWER, "hi").to(CODER), 1);
     assert_eq!(fx.publish, Some(Route::Remote(NODE_B)));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Announcements: greets carry the brief projection, and presence is refreshed periodically.
+
+#[test]
+fn greet_from_a_peer_with_a_catalog_is_published_with_the_brief_projection() {
+    let mut n = catalog_scene();
+    let id = n.fresh("greet");
+    let fx = n.send(&greet(&id, tester_card()), 2);
+    accepted(&fx);
+    assert_eq!(fx.publish, Some(Route::Broadcast));
+    let out = fx
+        .rewritten
+        .as_ref()
+        .expect("a greet re-encoded with the projection");
+    assert_eq!(out.id, id, "same envelope, same id");
+    assert_validates(out);
+    let card = &json_of(out)["body"]["peer_card"];
+    let cat = catalog();
+    let ids: Vec<&str> = cat.ids().collect();
+    assert_eq!(card["capabilities"], json!(ids));
+    let brief = card["ext"]["agh.capabilities_brief"]
+        .as_array()
+        .expect("brief list");
+    assert_eq!(brief.len(), ids.len());
+    for (entry, doc) in brief.iter().zip(catalog().docs()) {
+        assert_eq!(entry, &json!({"id": doc.id, "summary": doc.summary}));
+    }
+
+    // Without a catalog the agent's own bytes go out unchanged.
+    let id = n.fresh("greet");
+    let fx = n.send(&greet(&id, reviewer_card()), 1);
+    assert!(fx.rewritten.is_none());
+}
+
+#[test]
+fn announcements_greet_every_local_peer_with_fresh_ids() {
+    let mut n = catalog_scene();
+    let later = NOW + 30;
+    let out = n.router.announcements(later, &mut n.ids);
+    let mut from: Vec<String> = out.iter().map(|r| r.envelope.from.to_string()).collect();
+    from.sort();
+    assert_eq!(from, [REVIEWER, TESTER]);
+    for reply in &out {
+        assert_eq!(reply.route, Route::Broadcast);
+        assert_eq!(reply.envelope.kind, Kind::Greet);
+        assert_eq!(reply.envelope.ts, later);
+        let text = reply.envelope.to_json();
+        assert!(validate(text.as_bytes(), later, &ValidationPolicy::default()).is_ok());
+        let card = &json_of(&reply.envelope)["body"]["peer_card"];
+        if reply.envelope.from == TESTER {
+            assert!(card["ext"]["agh.capabilities_brief"].is_array());
+        } else {
+            assert!(card.get("ext").is_none(), "no catalog, no brief key");
+        }
+    }
+    // Our own announcements echoed back by the mesh are duplicates.
+    let echo = out[0].envelope.to_json();
+    let fx = n.router.receive(echo.as_bytes(), NODE_B, later, &mut n.ids);
+    assert_eq!(rejected(&fx), ReasonCode::Duplicate);
+}
+
+#[test]
+fn announcements_keep_remote_presence_alive_on_another_router() {
+    let mut a = scene();
+    let mut b = Node::new();
+    // Node B hears node A's announcements every interval for ten minutes: A's peers never expire.
+    for tick in 0..20 {
+        let now = NOW + tick * 30;
+        for reply in a.router.announcements(now, &mut a.ids) {
+            let fx = b
+                .router
+                .receive(reply.envelope.to_json().as_bytes(), NODE_B, now, &mut b.ids);
+            accepted(&fx);
+        }
+        assert!(b.router.presence.lookup(CH, REVIEWER, now + 59).is_some());
+    }
+    // When A stops, B forgets A's peers after two intervals.
+    let last = NOW + 19 * 30;
+    assert!(b.router.presence.lookup(CH, REVIEWER, last + 60).is_none());
+}
+
+#[test]
+fn uuid_ids_have_the_version_4_form() {
+    let mut counter = 0u8;
+    let mut ids = agora_agh::UuidIds::new(|b: &mut [u8; 16]| {
+        counter = counter.wrapping_add(1);
+        b.fill(counter.wrapping_mul(37));
+    });
+    use agora_agh::IdSource;
+    let a = ids.next_id();
+    let b = ids.next_id();
+    assert_ne!(a, b);
+    for id in [a, b] {
+        let parts: Vec<&str> = id.split('-').collect();
+        assert_eq!(
+            parts.iter().map(|p| p.len()).collect::<Vec<_>>(),
+            [8, 4, 4, 4, 12]
+        );
+        assert!(parts[2].starts_with('4'), "{id}");
+        assert!(
+            matches!(parts[3].as_bytes()[0], b'8' | b'9' | b'a' | b'b'),
+            "{id}"
+        );
+        assert!(
+            id.bytes()
+                .all(|c| c == b'-' || c.is_ascii_hexdigit() && !c.is_ascii_uppercase())
+        );
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Receiver side of rich discovery.
+
+#[test]
+fn rich_catalog_with_a_bad_digest_is_not_cached() {
+    let mut n = scene();
+    // The coder answers our whois with a card claiming one capability and a catalog whose
+    // digest does not verify.
+    let mut c = card(CODER);
+    c["capabilities"] = json!(["build-site"]);
+    let id = n.fresh("resp");
+    let entry = json!({"id": "build-site", "summary": "Build.", "outcome": "Done.",
+                       "digest": format!("sha256:{}", "0".repeat(64))});
+    let resp = whois_response(&id, c.clone(), REVIEWER, "msg-req")
+        .ext(json!({"agh.capability_catalog": {"capabilities": [entry]}}));
+    accepted(&n.receive(&resp));
+    let cached = |n: &Node| match n.router.presence.lookup(CH, CODER, NOW) {
+        Some(Peer::Remote(r)) => r.catalog.is_some(),
+        _ => panic!("coder is present"),
+    };
+    assert!(!cached(&n), "a catalog that does not verify is not cached");
+
+    // The same answer with the right digest is cached.
+    let mut doc = CapabilityDoc {
+        id: "build-site".into(),
+        summary: "Build.".into(),
+        outcome: "Done.".into(),
+        ..CapabilityDoc::default()
+    };
+    let digest = doc.seal().to_owned();
+    let entry =
+        json!({"id": "build-site", "summary": "Build.", "outcome": "Done.", "digest": digest});
+    let id = n.fresh("resp");
+    let resp = whois_response(&id, c, REVIEWER, "msg-req")
+        .ext(json!({"agh.capability_catalog": {"capabilities": [entry]}}));
+    accepted(&n.receive(&resp));
+    assert!(cached(&n));
+}
+
+#[test]
+fn include_arrays_with_non_string_values_are_ignored() {
+    let mut n = catalog_scene();
+    let resp = ask(
+        &mut n,
+        TESTER,
+        Some(json!({ "agh.include": ["capability_catalog", 1] })),
+    );
+    assert!(resp.get("ext").is_none(), "{resp}");
+    // Unknown string values beside capability_catalog are fine.
+    let resp = ask(
+        &mut n,
+        TESTER,
+        Some(json!({ "agh.include": ["future_thing", "capability_catalog"] })),
+    );
+    assert!(resp["ext"]["agh.capability_catalog"]["capabilities"].is_array());
+}
+
+#[test]
+fn interaction_table_full_of_open_interactions_answers_busy() {
+    let mut n = Node::with_config(RouterConfig {
+        interaction_capacity: 2,
+        ..RouterConfig::default()
+    });
+    n.join(reviewer_card(), 1);
+    n.hear(card(CODER), NODE_B);
+    for i in 0..2 {
+        let id = n.fresh("open");
+        let fx = n.receive(&direct(&id, CODER, REVIEWER, &format!("int-{i}"), "work"));
+        assert_eq!(accepted(&fx).lifecycle, Outcome::Opened);
+    }
+    let id = n.fresh("open");
+    let fx = n.receive(&direct(&id, CODER, REVIEWER, "int-2", "work"));
+    assert_eq!(rejected(&fx), ReasonCode::Busy);
+    // Finishing one makes room: finished interactions are forgotten first.
+    let id = n.fresh("done");
+    accepted(&n.send(&trace(&id, REVIEWER, CODER, "int-0", "completed"), 1));
+    let id = n.fresh("open");
+    let fx = n.receive(&direct(&id, CODER, REVIEWER, "int-3", "work"));
+    assert_eq!(accepted(&fx).lifecycle, Outcome::Opened);
+    assert_eq!(n.router.interactions.len(), 2);
 }

@@ -163,3 +163,22 @@ fn route_token_prints_the_token() {
     let out = agora(&["agh", "route-token", "BadPeer"], None);
     assert_eq!(out.status.code(), Some(1));
 }
+
+#[test]
+fn reference_admission_flag_applies_the_runtime_rules() {
+    let line = std::fs::read_to_string(vectors().join("envelopes-valid.ndjson")).unwrap();
+    let say = line.lines().nth(2).unwrap().replace(
+        "I can take the failing migration tests.",
+        "password: hunter2",
+    );
+    let out = agora(&["agh", "validate", "--now", NOW], Some(say.as_bytes()));
+    assert_eq!(out.status.code(), Some(0), "off by default");
+    let out = agora(
+        &["agh", "validate", "--now", NOW, "--reference-admission"],
+        Some(say.as_bytes()),
+    );
+    assert_eq!(out.status.code(), Some(1));
+    let v = verdicts(&out);
+    assert_eq!(v[0]["reason"], "malformed");
+    assert!(v[0]["detail"].as_str().unwrap().contains("secret"));
+}
