@@ -9,6 +9,7 @@ use clap::{Parser, Subcommand};
 
 mod agh;
 mod input;
+mod node;
 
 /// Agora: let AI agents find each other, learn what each can do, and hand work to each other.
 #[derive(Debug, Parser)]
@@ -23,11 +24,14 @@ enum Command {
     /// AGH Network v0 tools: validate envelopes, compute capability digests, route tokens.
     #[command(subcommand)]
     Agh(agh::AghCommand),
+    /// Run a node: the AGH face for agents, the HTTP API, and the peer-to-peer mesh.
+    Node(node::NodeArgs),
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
         Command::Agh(cmd) => agh::run(cmd),
+        Command::Node(args) => node::run(args),
     }
 }

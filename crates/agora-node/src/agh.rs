@@ -1,0 +1,605 @@
+//! The AGH service: one task that owns the [`agora_agh::Router`] and carries out its effects.
+//!
+//! Inputs: envelopes from local agents (WebSocket connections or HTTP posts), gossip and directed
+//! requests from the mesh, and a timer. Outputs: frames to local agents, gossip publications,
+//! directed requests to other nodes, and gossip validation verdicts. Because one task owns all
+//! AGH state, no lock is ever taken on the hot path.
+//!
+//! Mesh mapping (ARCHITECTURE "Mesh mapping"): broadcasts travel on gossipsub topic
+//! `agh/v0/<channel>` carrying the envelope's exact bytes; directed envelopes go by
+//! request-response to the node that hosts the target peer, which is the gossip *source* of that
+//! peer's greets (authenticated by the gossipsub signature), or the node that sent us a directed
+//! request.
+
+use std::collections::HashMap;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use agora_agh::router::{Effects, IdSource, Route, UuidIds};
+use agora_agh::{Catalog, Rejection, Router, RouterConfig, ValidationPolicy};
+use libp2p::PeerId;
+use libp2p::gossipsub::MessageAcceptance;
+use serde::Serialize;
+use tokio::sync::{mpsc, oneshot};
+
+use crate::mesh;
+use crate::store::Store;
+
+/// Gossip topic prefix of AGH channels.
+pub const TOPIC_PREFIX: &str = "agh/v0/";
+
+/// Frames queued for one agent before it counts as too slow.
+pub const AGENT_QUEUE: usize = 1024;
+
+/// Identifies one local agent connection.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ConnId(pub u64);
+
+/// A frame for a local agent: an envelope (exact bytes) or an error object.
+pub type Frame = String;
+
+/// The verdict on one envelope sent by a local agent.
+#[derive(Clone, Debug, Serialize, PartialEq, Eq)]
+pub struct Verdict {
+    /// Accepted?
+    pub ok: bool,
+    /// Envelope id, when it could be read.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub id: Option<String>,
+    /// Reason code when rejected.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// Detail when rejected.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub detail: Option<String>,
+}
+
+impl Verdict {
+    fn of(fx_result: &Result<agora_agh::router::Accepted, Rejection>) -> Self {
+        match fx_result {
+            Ok(a) => Self {
+                ok: true,
+                id: Some(a.id.clone()),
+                reason: None,
+                detail: None,
+            },
+            Err(e) => Self {
+                ok: false,
+                id: None,
+                reason: Some(e.reason().as_str().to_owned()),
+                detail: Some(e.detail().to_owned()),
+            },
+        }
+    }
+
+    /// The JSON error frame sent to an agent for a rejected envelope.
+    pub fn error_frame(&self) -> String {
+        serde_json::json!({ "error": self }).to_string()
+    }
+}
+
+/// One present peer, as the HTTP API shows it.
+#[derive(Clone, Debug, Serialize, PartialEq, Eq)]
+pub struct PeerView {
+    /// Channel.
+    pub channel: String,
+    /// Peer ID.
+    pub peer_id: String,
+    /// `local` or `remote`.
+    pub presence: &'static str,
+    /// The node hosting a remote peer.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub node: Option<String>,
+    /// Seconds until a remote peer expires.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub expires_in: Option<i64>,
+    /// The peer's card, as JSON.
+    pub peer_card: serde_json::Value,
+    /// Capability ids in its catalog (local) or cached rich catalog (remote).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub catalog: Vec<String>,
+}
+
+/// Requests to the AGH service.
+#[derive(Debug)]
+pub enum Input {
+    /// An agent connected; frames for it go to `frames`.
+    Connect {
+        /// Connection.
+        conn: ConnId,
+        /// Its outgoing frames.
+        frames: mpsc::Sender<Frame>,
+    },
+    /// An agent disconnected; its peers leave.
+    Disconnect(ConnId),
+    /// An envelope from an agent.
+    FromAgent {
+        /// Connection.
+        conn: ConnId,
+        /// The envelope's bytes.
+        bytes: Vec<u8>,
+        /// Where the verdict goes (HTTP posts wait for it); WebSocket agents get error frames.
+        verdict: Option<oneshot::Sender<Verdict>>,
+    },
+    /// List present peers.
+    Peers {
+        /// Only this channel.
+        channel: Option<String>,
+        /// Answer.
+        reply: oneshot::Sender<Vec<PeerView>>,
+    },
+    /// Set (or clear) the catalog of a local Peer ID; persisted before it is applied.
+    SetCatalog {
+        /// Peer ID.
+        peer_id: String,
+        /// The catalog; `None` clears it.
+        catalog: Option<Catalog>,
+        /// Done (or why not).
+        reply: oneshot::Sender<Result<Vec<String>, String>>,
+    },
+    /// Counters for `/status`.
+    Stats(oneshot::Sender<Stats>),
+}
+
+/// AGH counters.
+#[derive(Clone, Debug, Default, Serialize, PartialEq, Eq)]
+pub struct Stats {
+    /// Local agent connections.
+    pub connections: usize,
+    /// Local peers (over all channels).
+    pub local_peers: usize,
+    /// Unexpired remote peers (over all channels).
+    pub remote_peers: usize,
+    /// Tracked interactions.
+    pub interactions: usize,
+    /// Envelopes accepted from agents.
+    pub sent: u64,
+    /// Envelopes accepted from the mesh.
+    pub received: u64,
+    /// Envelopes rejected (both directions).
+    pub rejected: u64,
+}
+
+/// Settings of the AGH service.
+#[derive(Clone, Debug)]
+pub struct AghSettings {
+    /// Greet interval.
+    pub greet_interval: Duration,
+    /// Validation policy.
+    pub policy: ValidationPolicy,
+}
+
+/// Unix seconds now.
+pub fn unix_now() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX))
+}
+
+fn random_ids() -> impl IdSource {
+    UuidIds::new(|b: &mut [u8; 16]| {
+        if getrandom::fill(b).is_err() {
+            // The system random source failing is not recoverable in a useful way; fall back to
+            // time-derived bytes so that ids stay unique on this node.
+            let t = SystemTime::now()
+                .duration_since(UNIX_EPOCH)
+                .map_or(0, |d| d.as_nanos());
+            b.copy_from_slice(&t.to_le_bytes());
+        }
+    })
+}
+
+struct Service<I: IdSource> {
+    router: Router<ConnId, PeerId>,
+    conns: HashMap<ConnId, mpsc::Sender<Frame>>,
+    catalogs: HashMap<String, Catalog>,
+    mesh: mpsc::Sender<mesh::Command>,
+    store: Store,
+    ids: I,
+    stats: Stats,
+}
+
+/// Runs the AGH service until `inputs` closes.
+pub async fn run(
+    settings: AghSettings,
+    store: Store,
+    catalogs: HashMap<String, Catalog>,
+    mut inputs: mpsc::Receiver<Input>,
+    mut mesh_events: mpsc::Receiver<mesh::Event>,
+    mesh: mpsc::Sender<mesh::Command>,
+    listening: mpsc::Sender<libp2p::Multiaddr>,
+) {
+    let interval = settings.greet_interval;
+    let mut svc = Service {
+        router: Router::new(RouterConfig {
+            policy: settings.policy,
+            greet_interval: i64::try_from(interval.as_secs()).unwrap_or(i64::MAX).max(1),
+            ..RouterConfig::default()
+        }),
+        conns: HashMap::new(),
+        catalogs,
+        mesh,
+        store,
+        ids: random_ids(),
+        stats: Stats::default(),
+    };
+    let mut ticker = tokio::time::interval(interval);
+    ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut sweep = tokio::time::interval(Duration::from_millis(250).min(interval));
+    loop {
+        tokio::select! {
+            input = inputs.recv() => {
+                let Some(input) = input else { break };
+                svc.input(input).await;
+            }
+            event = mesh_events.recv() => {
+                let Some(event) = event else { break };
+                if let mesh::Event::Listening(addr) = &event {
+                    let _ = listening.send(addr.clone()).await;
+                }
+                svc.mesh_event(event).await;
+            }
+            _ = ticker.tick() => svc.announce().await,
+            _ = sweep.tick() => { svc.router.presence.sweep(unix_now()); }
+        }
+    }
+}
+
+impl<I: IdSource> Service<I> {
+    async fn input(&mut self, input: Input) {
+        match input {
+            Input::Connect { conn, frames } => {
+                self.conns.insert(conn, frames);
+            }
+            Input::Disconnect(conn) => {
+                self.conns.remove(&conn);
+                self.router.presence.remove_owner(&conn);
+            }
+            Input::FromAgent {
+                conn,
+                bytes,
+                verdict,
+            } => self.agent_envelope(conn, &bytes, verdict).await,
+            Input::Peers { channel, reply } => {
+                let _ = reply.send(self.peers(channel.as_deref()));
+            }
+            Input::SetCatalog {
+                peer_id,
+                catalog,
+                reply,
+            } => {
+                let _ = reply.send(self.set_catalog(peer_id, catalog).await);
+            }
+            Input::Stats(reply) => {
+                let mut s = self.stats.clone();
+                let now = unix_now();
+                s.connections = self.conns.len();
+                for ch in self.router.presence.channels() {
+                    s.local_peers += self.router.presence.local_peers(ch).count();
+                    s.remote_peers += self.router.presence.remote_peers(ch, now).count();
+                }
+                s.interactions = self.router.interactions.len();
+                let _ = reply.send(s);
+            }
+        }
+    }
+
+    async fn agent_envelope(
+        &mut self,
+        conn: ConnId,
+        bytes: &[u8],
+        verdict: Option<oneshot::Sender<Verdict>>,
+    ) {
+        let now = unix_now();
+        let fx = self.router.send(bytes, &conn, now, &mut self.ids);
+        let v = Verdict::of(&fx.result);
+        if fx.result.is_ok() {
+            self.stats.sent += 1;
+            // A greet registers a local peer: give it its stored catalog and join the channel.
+            if let Ok(a) = &fx.result
+                && a.kind == agora_agh::Kind::Greet
+            {
+                self.on_local_greet(bytes, conn, &a.channel).await;
+            }
+        } else {
+            self.stats.rejected += 1;
+        }
+        match verdict {
+            Some(tx) => {
+                let _ = tx.send(v);
+            }
+            None if !v.ok => self.frame_to_conn(conn, v.error_frame()),
+            None => {}
+        }
+        self.execute(fx, Some(bytes)).await;
+    }
+
+    async fn on_local_greet(&mut self, bytes: &[u8], conn: ConnId, channel: &str) {
+        let Ok(env) = agora_agh::Envelope::parse(bytes) else {
+            return;
+        };
+        let peer_id = env.from.to_string();
+        if let Some(catalog) = self.catalogs.get(&peer_id) {
+            self.router
+                .presence
+                .set_local_catalog(&peer_id, &conn, Some(catalog));
+        }
+        let _ = self
+            .mesh
+            .send(mesh::Command::Subscribe(format!("{TOPIC_PREFIX}{channel}")))
+            .await;
+    }
+
+    async fn mesh_event(&mut self, event: mesh::Event) {
+        match event {
+            mesh::Event::Gossip {
+                topic,
+                data,
+                source,
+                id,
+                propagation_source,
+            } => {
+                let origin = source.unwrap_or(propagation_source);
+                let acceptance = if topic.starts_with(TOPIC_PREFIX) {
+                    let fx = self
+                        .router
+                        .receive(&data, origin, unix_now(), &mut self.ids);
+                    let acceptance = acceptance_of(&fx.result);
+                    self.count(&fx);
+                    self.execute(fx, Some(&data)).await;
+                    acceptance
+                } else {
+                    MessageAcceptance::Ignore
+                };
+                let _ = self
+                    .mesh
+                    .send(mesh::Command::Validated {
+                        id,
+                        propagation_source,
+                        acceptance,
+                    })
+                    .await;
+            }
+            mesh::Event::Direct {
+                peer,
+                data,
+                channel,
+            } => {
+                let fx = self.router.receive(&data, peer, unix_now(), &mut self.ids);
+                self.count(&fx);
+                let v = Verdict::of(&fx.result);
+                let response = serde_json::to_vec(&v).unwrap_or_default();
+                let _ = self
+                    .mesh
+                    .send(mesh::Command::Respond {
+                        channel,
+                        data: response,
+                    })
+                    .await;
+                self.execute(fx, Some(&data)).await;
+            }
+            mesh::Event::Connected(_) => {
+                // A new neighbour: tell it who is here now rather than at the next tick.
+                self.announce().await;
+            }
+            mesh::Event::Listening(_) => {}
+        }
+    }
+
+    fn count(&mut self, fx: &Effects<PeerId>) {
+        if fx.result.is_ok() {
+            self.stats.received += 1;
+        } else {
+            self.stats.rejected += 1;
+        }
+    }
+
+    async fn announce(&mut self) {
+        let now = unix_now();
+        let replies = self.router.announcements(now, &mut self.ids);
+        for reply in replies {
+            self.route(
+                reply.route,
+                &reply.envelope.channel,
+                reply.envelope.to_json().into_bytes(),
+            )
+            .await;
+        }
+    }
+
+    /// Carries out a router's effects. `original` is the envelope the effects are about.
+    async fn execute(&mut self, fx: Effects<PeerId>, original: Option<&[u8]>) {
+        let channel = match &fx.result {
+            Ok(a) => Some(a.channel.clone()),
+            Err(_) => None,
+        };
+        if let (Some(original), Some(channel)) = (original, &channel) {
+            let text = String::from_utf8_lossy(original).into_owned();
+            for peer in &fx.deliver {
+                self.deliver_local(channel, peer, text.clone());
+            }
+            if let Some(route) = fx.publish.clone() {
+                let bytes = match &fx.rewritten {
+                    Some(env) => env.to_json().into_bytes(),
+                    None => original.to_vec(),
+                };
+                self.route(route, channel, bytes).await;
+            }
+        }
+        for reply in fx.replies {
+            let bytes = reply.envelope.to_json().into_bytes();
+            self.route(reply.route, &reply.envelope.channel, bytes)
+                .await;
+        }
+        for refused in fx.refused {
+            tracing::warn!(%refused, "generated envelope refused before emission");
+        }
+    }
+
+    async fn route(&mut self, route: Route<PeerId>, channel: &str, bytes: Vec<u8>) {
+        match route {
+            Route::Local(peer) => {
+                let text = String::from_utf8_lossy(&bytes).into_owned();
+                self.deliver_local(channel, &peer, text);
+            }
+            Route::Broadcast => {
+                let _ = self
+                    .mesh
+                    .send(mesh::Command::Publish {
+                        topic: format!("{TOPIC_PREFIX}{channel}"),
+                        data: bytes,
+                    })
+                    .await;
+            }
+            Route::Remote(node) => {
+                let (reply, answer) = oneshot::channel();
+                let _ = self
+                    .mesh
+                    .send(mesh::Command::SendDirect {
+                        peer: node,
+                        data: bytes,
+                        reply,
+                    })
+                    .await;
+                tokio::spawn(async move {
+                    match answer.await {
+                        Ok(Ok(_)) => {}
+                        Ok(Err(e)) => {
+                            tracing::debug!(%node, error = %e, "directed envelope not delivered");
+                        }
+                        Err(_) => {}
+                    }
+                });
+            }
+        }
+    }
+
+    fn deliver_local(&mut self, channel: &str, peer: &str, frame: Frame) {
+        let Some(owner) = self.router.presence.local(channel, peer).map(|p| p.owner) else {
+            return;
+        };
+        self.frame_to_conn(owner, frame);
+    }
+
+    fn frame_to_conn(&mut self, conn: ConnId, frame: Frame) {
+        if let Some(tx) = self.conns.get(&conn)
+            && tx.try_send(frame).is_err()
+        {
+            tracing::warn!(
+                conn = conn.0,
+                "agent is not reading its frames; dropping one"
+            );
+        }
+    }
+
+    fn peers(&self, channel: Option<&str>) -> Vec<PeerView> {
+        let now = unix_now();
+        let presence = &self.router.presence;
+        let channels: Vec<String> = match channel {
+            Some(c) => vec![c.to_owned()],
+            None => presence.channels().into_iter().map(str::to_owned).collect(),
+        };
+        let card_json = |c: &agora_agh::PeerCard<'_>| {
+            serde_json::from_str(&c.to_json()).unwrap_or(serde_json::Value::Null)
+        };
+        let mut out = Vec::new();
+        for ch in channels {
+            for p in presence.local_peers(&ch) {
+                out.push(PeerView {
+                    channel: ch.clone(),
+                    peer_id: p.card.peer_id.to_string(),
+                    presence: "local",
+                    node: None,
+                    expires_in: None,
+                    peer_card: card_json(&p.projected_card()),
+                    catalog: p
+                        .catalog
+                        .iter()
+                        .flat_map(|c| c.ids().map(str::to_owned))
+                        .collect(),
+                });
+            }
+            for p in presence.remote_peers(&ch, now) {
+                out.push(PeerView {
+                    channel: ch.clone(),
+                    peer_id: p.card.peer_id.to_string(),
+                    presence: "remote",
+                    node: Some(p.origin.to_string()),
+                    expires_in: Some(p.expires_at - now),
+                    peer_card: card_json(&p.card),
+                    catalog: p
+                        .catalog
+                        .iter()
+                        .flat_map(|c| c.ids().map(str::to_owned))
+                        .collect(),
+                });
+            }
+        }
+        out
+    }
+
+    async fn set_catalog(
+        &mut self,
+        peer_id: String,
+        catalog: Option<Catalog>,
+    ) -> Result<Vec<String>, String> {
+        if !agora_agh::grammar::is_peer_id(&peer_id) {
+            return Err(format!("{peer_id:?} is not a Peer ID"));
+        }
+        let stored = match &catalog {
+            Some(c) => {
+                let json = agora_agh::catalog::rich_catalog_json(
+                    Some(c),
+                    &agora_agh::catalog::IdFilter::All,
+                );
+                self.store.put_catalog(&peer_id, &json).await
+            }
+            None => self.store.delete_catalog(&peer_id).await,
+        };
+        stored.map_err(|e| e.to_string())?;
+        match &catalog {
+            Some(c) => self.catalogs.insert(peer_id.clone(), c.clone()),
+            None => self.catalogs.remove(&peer_id),
+        };
+        // Apply to every local registration of this Peer ID, whoever holds it.
+        let mut applied = Vec::new();
+        let owners: Vec<ConnId> = self
+            .router
+            .presence
+            .channels()
+            .into_iter()
+            .filter_map(|ch| self.router.presence.local(ch, &peer_id).map(|p| p.owner))
+            .collect();
+        for owner in owners {
+            applied.extend(self.router.presence.set_local_catalog(
+                &peer_id,
+                &owner,
+                catalog.as_ref(),
+            ));
+        }
+        applied.sort();
+        applied.dedup();
+        // Re-announce so that other nodes see the new brief projection now.
+        self.announce().await;
+        Ok(applied)
+    }
+}
+
+fn acceptance_of(result: &Result<agora_agh::router::Accepted, Rejection>) -> MessageAcceptance {
+    use agora_agh::ReasonCode as R;
+    match result {
+        Ok(_) => MessageAcceptance::Accept,
+        Err(e) => match e.reason() {
+            // Valid but stale, repeated or not for us: do not forward, do not penalise.
+            R::Duplicate
+            | R::Expired
+            | R::Busy
+            | R::NotTarget
+            | R::NotFound
+            | R::InteractionClosed
+            | R::Internal => MessageAcceptance::Ignore,
+            R::Malformed | R::UnsupportedKind | R::UnsupportedProfile | R::VerificationFailed => {
+                MessageAcceptance::Reject
+            }
+        },
+    }
+}

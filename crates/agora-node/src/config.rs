@@ -1,0 +1,406 @@
+//! Node configuration: defaults, then `agora.toml`, then `AGORA_*` environment variables, then
+//! command-line flags (each layer overrides the one before).
+//!
+//! Every listener defaults to 127.0.0.1 so that `agora node` on a fresh machine exposes nothing
+//! beyond loopback. Port 0 asks the system for a free port; the node prints the port it got on a
+//! `listening on <face> <addr>` line.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use libp2p::Multiaddr;
+use serde::Deserialize;
+
+/// Default data directory.
+pub const DEFAULT_DATA_DIR: &str = "agora-data";
+/// Default configuration file, looked up in the working directory.
+pub const DEFAULT_CONFIG_FILE: &str = "agora.toml";
+
+/// The node's effective configuration.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Config {
+    /// Data directory (node key, database).
+    pub data: PathBuf,
+    /// libp2p listen addresses.
+    pub p2p_listen: Vec<Multiaddr>,
+    /// AGH WebSocket face (`ws://<addr>/agh/v0`).
+    pub agh_listen: SocketAddr,
+    /// HTTP API face.
+    pub http_listen: SocketAddr,
+    /// Hyperspace JSON-RPC face (not served yet).
+    pub rpc_listen: SocketAddr,
+    /// AGTP face (not served yet).
+    pub agtp_listen: SocketAddr,
+    /// Nodes to join.
+    pub bootstrap: Vec<Multiaddr>,
+    /// AGH greet interval; remote presence lives twice as long.
+    pub greet_interval: Duration,
+    /// AGH settings.
+    pub agh: AghConfig,
+}
+
+/// `[agh]` settings.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AghConfig {
+    /// Replay age in seconds.
+    pub replay_age: i64,
+    /// Apply the AGH runtime's own admission rules.
+    pub reference_admission: bool,
+    /// Optional NATS bridge.
+    pub nats: Option<NatsConfig>,
+}
+
+/// `[agh.nats]` settings.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NatsConfig {
+    /// Server URL, e.g. `nats://127.0.0.1:4222`.
+    pub url: String,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        let lo = |port| SocketAddr::from(([127, 0, 0, 1], port));
+        Self {
+            data: PathBuf::from(DEFAULT_DATA_DIR),
+            p2p_listen: vec![default_p2p()],
+            agh_listen: lo(4410),
+            http_listen: lo(4411),
+            rpc_listen: lo(3100),
+            agtp_listen: lo(4480),
+            bootstrap: Vec::new(),
+            greet_interval: Duration::from_secs(agora_agh::presence::DEFAULT_GREET_INTERVAL as u64),
+            agh: AghConfig {
+                replay_age: agora_agh::validate::DEFAULT_REPLAY_AGE,
+                reference_admission: false,
+                nats: None,
+            },
+        }
+    }
+}
+
+fn default_p2p() -> Multiaddr {
+    "/ip4/127.0.0.1/tcp/4001"
+        .parse()
+        .unwrap_or_else(|_| Multiaddr::empty())
+}
+
+/// The configuration is unusable.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// The file could not be read.
+    #[error("cannot read {path}: {source}")]
+    Read {
+        /// File.
+        path: PathBuf,
+        /// Cause.
+        source: std::io::Error,
+    },
+    /// The file is not valid TOML of the expected shape.
+    #[error("{path}: {message}")]
+    Parse {
+        /// File.
+        path: PathBuf,
+        /// What is wrong.
+        message: String,
+    },
+    /// A value is out of range or malformed.
+    #[error("{key}: {message}")]
+    Invalid {
+        /// Setting.
+        key: String,
+        /// What is wrong.
+        message: String,
+    },
+}
+
+/// The shape of `agora.toml`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct File {
+    data: Option<PathBuf>,
+    p2p_listen: Option<OneOrMany>,
+    agh_listen: Option<String>,
+    http_listen: Option<String>,
+    rpc_listen: Option<String>,
+    agtp_listen: Option<String>,
+    bootstrap: Option<OneOrMany>,
+    greet_interval: Option<u64>,
+    agh: Option<FileAgh>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FileAgh {
+    replay_age: Option<i64>,
+    reference_admission: Option<bool>,
+    nats: Option<FileNats>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FileNats {
+    url: String,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(untagged)]
+enum OneOrMany {
+    One(String),
+    Many(Vec<String>),
+}
+
+impl OneOrMany {
+    fn into_vec(self) -> Vec<String> {
+        match self {
+            Self::One(s) => vec![s],
+            Self::Many(v) => v,
+        }
+    }
+}
+
+/// Overrides from the environment or the command line; `None` leaves the layer below.
+#[derive(Clone, Debug, Default)]
+pub struct Overrides {
+    /// `--data` / `AGORA_DATA`.
+    pub data: Option<PathBuf>,
+    /// `--p2p-listen` / `AGORA_P2P_LISTEN` (comma-separated in the environment).
+    pub p2p_listen: Vec<String>,
+    /// `--agh-listen` / `AGORA_AGH_LISTEN`.
+    pub agh_listen: Option<String>,
+    /// `--http-listen` / `AGORA_HTTP_LISTEN`.
+    pub http_listen: Option<String>,
+    /// `--rpc-listen` / `AGORA_RPC_LISTEN`.
+    pub rpc_listen: Option<String>,
+    /// `--agtp-listen` / `AGORA_AGTP_LISTEN`.
+    pub agtp_listen: Option<String>,
+    /// `--bootstrap` / `AGORA_BOOTSTRAP` (repeatable; comma-separated in the environment).
+    pub bootstrap: Vec<String>,
+    /// `--greet-interval` / `AGORA_GREET_INTERVAL`, seconds.
+    pub greet_interval: Option<u64>,
+    /// `AGORA_AGH_NATS_URL`.
+    pub nats_url: Option<String>,
+}
+
+impl Config {
+    /// Loads `file` (when given, it must exist; otherwise `./agora.toml` is used if present)
+    /// and applies `overrides` on top.
+    pub fn load(file: Option<&Path>, overrides: Overrides) -> Result<Self, ConfigError> {
+        let mut cfg = Self::default();
+        let path = match file {
+            Some(p) => Some(p.to_path_buf()),
+            None => Some(PathBuf::from(DEFAULT_CONFIG_FILE)).filter(|p| p.exists()),
+        };
+        if let Some(path) = path {
+            let text = std::fs::read_to_string(&path).map_err(|source| ConfigError::Read {
+                path: path.clone(),
+                source,
+            })?;
+            cfg.apply_file(&text, &path)?;
+        }
+        cfg.apply(overrides)?;
+        Ok(cfg)
+    }
+
+    /// Applies the contents of a TOML file.
+    pub fn apply_file(&mut self, text: &str, path: &Path) -> Result<(), ConfigError> {
+        let file: File = toml::from_str(text).map_err(|e| ConfigError::Parse {
+            path: path.to_path_buf(),
+            message: e.to_string(),
+        })?;
+        self.apply(Overrides {
+            data: file.data,
+            p2p_listen: file.p2p_listen.map(OneOrMany::into_vec).unwrap_or_default(),
+            agh_listen: file.agh_listen,
+            http_listen: file.http_listen,
+            rpc_listen: file.rpc_listen,
+            agtp_listen: file.agtp_listen,
+            bootstrap: file.bootstrap.map(OneOrMany::into_vec).unwrap_or_default(),
+            greet_interval: file.greet_interval,
+            nats_url: None,
+        })?;
+        if let Some(agh) = file.agh {
+            if let Some(age) = agh.replay_age {
+                if age <= 0 {
+                    return Err(invalid(
+                        "agh.replay_age",
+                        "must be a positive number of seconds",
+                    ));
+                }
+                self.agh.replay_age = age;
+            }
+            if let Some(r) = agh.reference_admission {
+                self.agh.reference_admission = r;
+            }
+            if let Some(nats) = agh.nats {
+                self.agh.nats = Some(NatsConfig { url: nats.url });
+            }
+        }
+        Ok(())
+    }
+
+    /// Applies one layer of overrides.
+    pub fn apply(&mut self, o: Overrides) -> Result<(), ConfigError> {
+        if let Some(d) = o.data {
+            self.data = d;
+        }
+        if !o.p2p_listen.is_empty() {
+            self.p2p_listen = parse_multiaddrs(&o.p2p_listen, "p2p_listen")?;
+        }
+        for (value, slot, key) in [
+            (o.agh_listen, &mut self.agh_listen, "agh_listen"),
+            (o.http_listen, &mut self.http_listen, "http_listen"),
+            (o.rpc_listen, &mut self.rpc_listen, "rpc_listen"),
+            (o.agtp_listen, &mut self.agtp_listen, "agtp_listen"),
+        ] {
+            if let Some(v) = value {
+                *slot = v
+                    .trim()
+                    .parse()
+                    .map_err(|_| invalid(key, &format!("{v:?} is not an IP:port address")))?;
+            }
+        }
+        if !o.bootstrap.is_empty() {
+            self.bootstrap = parse_multiaddrs(&o.bootstrap, "bootstrap")?;
+        }
+        if let Some(secs) = o.greet_interval {
+            if secs == 0 {
+                return Err(invalid("greet_interval", "must be at least 1 second"));
+            }
+            self.greet_interval = Duration::from_secs(secs);
+        }
+        if let Some(url) = o.nats_url {
+            self.agh.nats = Some(NatsConfig { url });
+        }
+        Ok(())
+    }
+
+    /// Overrides read from `AGORA_*` environment variables.
+    pub fn env_overrides(get: impl Fn(&str) -> Option<String>) -> Overrides {
+        let list = |key: &str| {
+            get(key)
+                .map(|v| {
+                    v.split(',')
+                        .map(str::trim)
+                        .filter(|s| !s.is_empty())
+                        .map(str::to_owned)
+                        .collect()
+                })
+                .unwrap_or_default()
+        };
+        Overrides {
+            data: get("AGORA_DATA").map(PathBuf::from),
+            p2p_listen: list("AGORA_P2P_LISTEN"),
+            agh_listen: get("AGORA_AGH_LISTEN"),
+            http_listen: get("AGORA_HTTP_LISTEN"),
+            rpc_listen: get("AGORA_RPC_LISTEN"),
+            agtp_listen: get("AGORA_AGTP_LISTEN"),
+            bootstrap: list("AGORA_BOOTSTRAP"),
+            greet_interval: get("AGORA_GREET_INTERVAL").and_then(|v| v.trim().parse().ok()),
+            nats_url: get("AGORA_AGH_NATS_URL"),
+        }
+    }
+}
+
+fn invalid(key: &str, message: &str) -> ConfigError {
+    ConfigError::Invalid {
+        key: key.to_owned(),
+        message: message.to_owned(),
+    }
+}
+
+fn parse_multiaddrs(values: &[String], key: &str) -> Result<Vec<Multiaddr>, ConfigError> {
+    values
+        .iter()
+        .map(|v| {
+            v.trim()
+                .parse::<Multiaddr>()
+                .map_err(|e| invalid(key, &format!("{v:?} is not a multiaddr ({e})")))
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_are_loopback_only() {
+        let c = Config::default();
+        for a in [c.agh_listen, c.http_listen, c.rpc_listen, c.agtp_listen] {
+            assert!(a.ip().is_loopback());
+        }
+        assert_eq!(c.rpc_listen.port(), 3100);
+        assert_eq!(c.agtp_listen.port(), 4480);
+        assert_eq!(c.greet_interval, Duration::from_secs(30));
+        assert_eq!(c.data, PathBuf::from("agora-data"));
+    }
+
+    #[test]
+    fn layers_override_in_order() {
+        let mut c = Config::default();
+        c.apply_file(
+            r#"
+            data = "/srv/agora"
+            agh_listen = "127.0.0.1:0"
+            bootstrap = "/ip4/127.0.0.1/tcp/4002"
+            greet_interval = 5
+            [agh]
+            replay_age = 60
+            [agh.nats]
+            url = "nats://127.0.0.1:4222"
+            "#,
+            Path::new("agora.toml"),
+        )
+        .unwrap();
+        assert_eq!(c.data, PathBuf::from("/srv/agora"));
+        assert_eq!(c.agh_listen.port(), 0);
+        assert_eq!(c.bootstrap.len(), 1);
+        assert_eq!(c.agh.replay_age, 60);
+        assert_eq!(c.agh.nats.as_ref().unwrap().url, "nats://127.0.0.1:4222");
+        let env = Config::env_overrides(|k| match k {
+            "AGORA_GREET_INTERVAL" => Some("2".into()),
+            "AGORA_BOOTSTRAP" => Some("/ip4/127.0.0.1/tcp/1, /ip4/127.0.0.1/tcp/2".into()),
+            _ => None,
+        });
+        c.apply(env).unwrap();
+        assert_eq!(c.greet_interval, Duration::from_secs(2));
+        assert_eq!(c.bootstrap.len(), 2);
+        c.apply(Overrides {
+            greet_interval: Some(1),
+            ..Overrides::default()
+        })
+        .unwrap();
+        assert_eq!(c.greet_interval, Duration::from_secs(1));
+    }
+
+    #[test]
+    fn bad_values_are_clear_errors() {
+        let mut c = Config::default();
+        let err = c
+            .apply(Overrides {
+                agh_listen: Some("localhost".into()),
+                ..Overrides::default()
+            })
+            .unwrap_err();
+        assert!(err.to_string().starts_with("agh_listen:"), "{err}");
+        let err = c
+            .apply_file("unknown_key = 1", Path::new("agora.toml"))
+            .unwrap_err();
+        assert!(err.to_string().contains("unknown"), "{err}");
+        let err = c
+            .apply(Overrides {
+                bootstrap: vec!["not-an-addr".into()],
+                ..Overrides::default()
+            })
+            .unwrap_err();
+        assert!(err.to_string().starts_with("bootstrap:"), "{err}");
+        assert!(
+            c.apply(Overrides {
+                greet_interval: Some(0),
+                ..Overrides::default()
+            })
+            .is_err()
+        );
+    }
+}

@@ -1,0 +1,117 @@
+//! The node's persistent Ed25519 identity: `<data>/node.key`, 32 secret bytes as hex, created
+//! with mode 0600 on first start and reused afterwards. Its libp2p PeerId names the node.
+
+use std::fs;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use libp2p::identity::Keypair;
+
+/// File name of the node key inside the data directory.
+pub const KEY_FILE: &str = "node.key";
+
+/// The key could not be loaded or created.
+#[derive(Debug, thiserror::Error)]
+pub enum KeyError {
+    /// Reading or writing the key file failed.
+    #[error("{path}: {source}")]
+    Io {
+        /// File.
+        path: PathBuf,
+        /// Cause.
+        source: std::io::Error,
+    },
+    /// The file does not hold a key.
+    #[error("{path}: not an Ed25519 node key ({why}); move it away to create a new identity")]
+    Invalid {
+        /// File.
+        path: PathBuf,
+        /// What is wrong.
+        why: String,
+    },
+    /// The system's random source failed.
+    #[error("cannot read random bytes for a new node key: {0}")]
+    Random(String),
+}
+
+/// Loads the node key from `dir`, creating it (and `dir`) if absent.
+pub fn load_or_create(dir: &Path) -> Result<Keypair, KeyError> {
+    let path = dir.join(KEY_FILE);
+    let io = |source| KeyError::Io {
+        path: path.clone(),
+        source,
+    };
+    match fs::read_to_string(&path) {
+        Ok(text) => decode(text.trim()).map_err(|why| KeyError::Invalid {
+            path: path.clone(),
+            why,
+        }),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            fs::create_dir_all(dir).map_err(io)?;
+            let mut secret = [0u8; 32];
+            getrandom::fill(&mut secret).map_err(|e| KeyError::Random(e.to_string()))?;
+            let hex: String = secret.iter().map(|b| format!("{b:02x}")).collect();
+            write_private(&path, format!("{hex}\n").as_bytes()).map_err(io)?;
+            decode(&hex).map_err(|why| KeyError::Invalid { path, why })
+        }
+        Err(e) => Err(io(e)),
+    }
+}
+
+fn decode(hex: &str) -> Result<Keypair, String> {
+    if hex.len() != 64 || !hex.bytes().all(|b| b.is_ascii_hexdigit()) {
+        return Err("expected 64 hex digits".into());
+    }
+    let mut secret = [0u8; 32];
+    for (i, byte) in secret.iter_mut().enumerate() {
+        *byte = u8::from_str_radix(&hex[2 * i..2 * i + 2], 16).map_err(|e| e.to_string())?;
+    }
+    Keypair::ed25519_from_bytes(secret).map_err(|e| e.to_string())
+}
+
+/// Writes `bytes` to `path` atomically (temporary file + rename) with owner-only permissions.
+fn write_private(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    let tmp = path.with_extension("tmp");
+    let mut options = fs::OpenOptions::new();
+    options.write(true).create(true).truncate(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        options.mode(0o600);
+    }
+    let mut f = options.open(&tmp)?;
+    f.write_all(bytes)?;
+    f.sync_all()?;
+    drop(f);
+    fs::rename(&tmp, path)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn key_is_created_once_and_reused() {
+        let dir = tempfile::tempdir().unwrap();
+        let a = load_or_create(&dir.path().join("data")).unwrap();
+        let b = load_or_create(&dir.path().join("data")).unwrap();
+        assert_eq!(a.public().to_peer_id(), b.public().to_peer_id());
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            let mode = fs::metadata(dir.path().join("data").join(KEY_FILE))
+                .unwrap()
+                .permissions()
+                .mode();
+            assert_eq!(mode & 0o777, 0o600);
+        }
+    }
+
+    #[test]
+    fn a_damaged_key_file_is_a_clear_error() {
+        let dir = tempfile::tempdir().unwrap();
+        fs::write(dir.path().join(KEY_FILE), "not hex").unwrap();
+        let err = load_or_create(dir.path()).unwrap_err().to_string();
+        assert!(err.contains("not an Ed25519 node key"), "{err}");
+    }
+}

@@ -1,0 +1,241 @@
+//! # agora-node — the Agora node
+//!
+//! The runtime around the sans-IO protocol crates: configuration, the persistent node key, the
+//! redb store, the libp2p mesh, the AGH service, and the listeners. [`run`] starts everything,
+//! prints one `listening on <face> <addr>` line per listener on stdout, and returns after a
+//! graceful shutdown (SIGINT or SIGTERM).
+//!
+//! | module | owns |
+//! |---|---|
+//! | [`config`] | defaults, `agora.toml`, `AGORA_*` variables, flags |
+//! | [`keys`] | the node's Ed25519 identity file |
+//! | [`store`] | the redb database and its single writer thread |
+//! | [`mesh`] | the libp2p swarm task |
+//! | [`agh`] | the AGH service task (router, presence, lifecycle, delivery) |
+//! | [`server`] | the AGH WebSocket face and the HTTP API |
+
+pub mod agh;
+pub mod config;
+pub mod keys;
+pub mod mesh;
+pub mod server;
+pub mod store;
+
+use std::collections::HashMap;
+use std::io::Write;
+use std::sync::Arc;
+use std::sync::atomic::AtomicU64;
+use std::time::{Duration, Instant};
+
+use agora_agh::{Catalog, ValidationPolicy};
+use tokio::net::TcpListener;
+use tokio::sync::mpsc;
+
+pub use config::Config;
+
+/// The node could not start or stopped on an error.
+#[derive(Debug, thiserror::Error)]
+pub enum NodeError {
+    /// The node key.
+    #[error(transparent)]
+    Key(#[from] keys::KeyError),
+    /// The store.
+    #[error(transparent)]
+    Store(#[from] store::StoreError),
+    /// The mesh.
+    #[error(transparent)]
+    Mesh(#[from] mesh::MeshError),
+    /// A listener could not be bound or failed.
+    #[error("{face} listener on {addr}: {source}")]
+    Listen {
+        /// Face name.
+        face: &'static str,
+        /// Address.
+        addr: std::net::SocketAddr,
+        /// Cause.
+        source: std::io::Error,
+    },
+}
+
+/// Prints the stable `listening on <face> <addr>` line and flushes, so that scripts reading a
+/// pipe see it at once.
+fn announce(face: &str, addr: &str) {
+    let mut out = std::io::stdout().lock();
+    let _ = writeln!(out, "listening on {face} {addr}");
+    let _ = out.flush();
+}
+
+async fn bind(face: &'static str, addr: std::net::SocketAddr) -> Result<TcpListener, NodeError> {
+    TcpListener::bind(addr)
+        .await
+        .map_err(|source| NodeError::Listen { face, addr, source })
+}
+
+/// Runs a node until SIGINT or SIGTERM.
+pub async fn run(config: Config) -> Result<(), NodeError> {
+    run_until(config, shutdown_signal()).await
+}
+
+/// Runs a node until `shutdown` completes.
+pub async fn run_until(
+    config: Config,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> Result<(), NodeError> {
+    let started = Instant::now();
+    let keypair = keys::load_or_create(&config.data)?;
+    let data = config.data.clone();
+    let store = tokio::task::spawn_blocking(move || store::Store::open(&data))
+        .await
+        .map_err(|e| store::StoreError::Db {
+            path: config.data.clone(),
+            message: e.to_string(),
+        })??;
+    let catalogs = load_catalogs(&store).await?;
+
+    let mesh = mesh::start(
+        &keypair,
+        &mesh::MeshConfig {
+            listen: config.p2p_listen.clone(),
+            bootstrap: config.bootstrap.clone(),
+            heartbeat: Duration::from_millis(500),
+        },
+    )?;
+    let (mesh_tx, mesh_rx) = mpsc::channel(4096);
+    let (events_tx, events_rx) = mpsc::channel(4096);
+    let (agh_tx, agh_rx) = mpsc::channel(4096);
+    let (listening_tx, mut listening_rx) = mpsc::channel(16);
+
+    let agh_listener = bind("agh", config.agh_listen).await?;
+    let http_listener = bind("http", config.http_listen).await?;
+
+    let mesh_task = tokio::spawn(mesh::run(mesh, mesh_rx, events_tx));
+    let agh_task = tokio::spawn(agh::run(
+        agh::AghSettings {
+            greet_interval: config.greet_interval,
+            policy: ValidationPolicy {
+                replay_age: config.agh.replay_age,
+                reference_admission: config.agh.reference_admission,
+            },
+        },
+        store.clone(),
+        catalogs,
+        agh_rx,
+        events_rx,
+        mesh_tx.clone(),
+        listening_tx,
+    ));
+
+    // The p2p listener reports its address asynchronously; print it before the others so that
+    // a script reading the first lines finds the node's identity first.
+    if let Some(addr) = listening_rx.recv().await {
+        announce("p2p", &addr.to_string());
+    }
+    tokio::spawn(async move {
+        while let Some(addr) = listening_rx.recv().await {
+            announce("p2p", &addr.to_string());
+        }
+    });
+
+    let state = server::AppState {
+        agh: agh_tx,
+        mesh: mesh_tx,
+        conn_ids: Arc::new(AtomicU64::new(1)),
+        started,
+    };
+    let agh_addr = local_addr("agh", &agh_listener, config.agh_listen)?;
+    let http_addr = local_addr("http", &http_listener, config.http_listen)?;
+    announce("agh", &format!("ws://{agh_addr}/agh/v0"));
+    announce("http", &format!("http://{http_addr}"));
+
+    let (stop_tx, _) = tokio::sync::broadcast::channel::<()>(1);
+    let serve = |listener: TcpListener, app: axum::Router, face: &'static str, addr| {
+        let mut stop = stop_tx.subscribe();
+        tokio::spawn(async move {
+            axum::serve(listener, app)
+                .with_graceful_shutdown(async move {
+                    let _ = stop.recv().await;
+                })
+                .await
+                .map_err(|source| NodeError::Listen { face, addr, source })
+        })
+    };
+    let agh_server = serve(
+        agh_listener,
+        server::agh_face(state.clone()),
+        "agh",
+        agh_addr,
+    );
+    let http_server = serve(
+        http_listener,
+        server::http_face(state.clone()),
+        "http",
+        http_addr,
+    );
+    drop(state);
+
+    shutdown.await;
+    tracing::info!("shutting down");
+    let _ = stop_tx.send(());
+    // Open WebSocket sessions end when their sockets close; give listeners a moment, then stop.
+    let grace = Duration::from_secs(5);
+    let _ = tokio::time::timeout(grace, agh_server).await;
+    let _ = tokio::time::timeout(grace, http_server).await;
+    agh_task.abort();
+    mesh_task.abort();
+    let _ = agh_task.await;
+    let _ = mesh_task.await;
+    drop(store);
+    Ok(())
+}
+
+fn local_addr(
+    face: &'static str,
+    listener: &TcpListener,
+    addr: std::net::SocketAddr,
+) -> Result<std::net::SocketAddr, NodeError> {
+    listener
+        .local_addr()
+        .map_err(|source| NodeError::Listen { face, addr, source })
+}
+
+async fn load_catalogs(store: &store::Store) -> Result<HashMap<String, Catalog>, NodeError> {
+    let s = store.clone();
+    let rows = tokio::task::spawn_blocking(move || s.catalogs())
+        .await
+        .map_err(|e| store::StoreError::Db {
+            path: std::path::PathBuf::from(store::DB_FILE),
+            message: e.to_string(),
+        })??;
+    let mut out = HashMap::new();
+    for (peer_id, json) in rows {
+        match Catalog::from_json(&json) {
+            Ok(c) => {
+                out.insert(peer_id, c);
+            }
+            Err(e) => tracing::warn!(%peer_id, error = %e, "stored catalog is unreadable; ignored"),
+        }
+    }
+    Ok(out)
+}
+
+/// Completes on SIGINT or SIGTERM.
+pub async fn shutdown_signal() {
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    #[cfg(unix)]
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let term = std::future::pending::<()>();
+    tokio::select! {
+        () = ctrl_c => {}
+        () = term => {}
+    }
+}

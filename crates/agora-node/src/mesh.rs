@@ -1,0 +1,663 @@
+//! The peer-to-peer mesh: one rust-libp2p swarm, owned by one task.
+//!
+//! Transport TCP + Noise + Yamux; behaviours identify, ping, Kademlia (server mode, protocol
+//! `/agora/kad/1.0.0`, addresses learned from identify), gossipsub (1 MiB messages, content-hash
+//! message ids, a subscription filter sized for per-peer topics, application validation) and
+//! request-response (`/agora/envelope/1.0.0`) for directed traffic. Bootstrap addresses are
+//! dialled at start and re-dialled with exponential backoff whenever the connection is lost.
+//!
+//! The swarm is `!Sync`, so [`run`] owns it and is driven by a bounded command channel; it never
+//! blocks on its event channel (events queue locally, gossip beyond the queue bound is ignored),
+//! so the services that send it commands can never deadlock with it.
+
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::io;
+use std::time::Duration;
+
+use futures::{AsyncReadExt, AsyncWriteExt, StreamExt};
+use libp2p::gossipsub::{
+    self, AllowAllSubscriptionFilter, IdentTopic, IdentityTransform, MaxCountSubscriptionFilter,
+    MessageAcceptance, MessageId, TopicHash,
+};
+use libp2p::kad::{self, store::MemoryStore};
+use libp2p::multiaddr::Protocol;
+use libp2p::request_response::{self, OutboundRequestId, ProtocolSupport, ResponseChannel};
+use libp2p::swarm::{NetworkBehaviour, SwarmEvent};
+use libp2p::{
+    Multiaddr, PeerId, StreamProtocol, Swarm, identify, identity, noise, ping, tcp, yamux,
+};
+use tokio::sync::{mpsc, oneshot};
+use tokio::time::Instant;
+
+/// Protocol name of our Kademlia DHT (kept apart from the public IPFS DHT).
+pub const KAD_PROTOCOL: StreamProtocol = StreamProtocol::new("/agora/kad/1.0.0");
+/// Protocol of directed envelopes.
+pub const ENVELOPE_PROTOCOL: StreamProtocol = StreamProtocol::new("/agora/envelope/1.0.0");
+/// Identify protocol version shared by every Agora node.
+pub const IDENTIFY_VERSION: &str = "/agora/1.0.0";
+/// Largest gossip message and directed request: one envelope (1 MiB) plus headroom.
+pub const MAX_MESSAGE_BYTES: usize = (1 << 20) + 4096;
+/// Largest directed response (an acknowledgement).
+const MAX_RESPONSE_BYTES: u64 = 64 * 1024;
+/// Events waiting for the services; gossip beyond this is ignored (never forwarded).
+const EVENT_QUEUE: usize = 16_384;
+
+/// Commands to the mesh task.
+#[derive(Debug)]
+pub enum Command {
+    /// Publish `data` on gossip topic `topic` (subscribing first if needed).
+    Publish {
+        /// Topic string.
+        topic: String,
+        /// Payload.
+        data: Vec<u8>,
+    },
+    /// Subscribe to a gossip topic.
+    Subscribe(String),
+    /// Report the verdict on a gossip message received with validation pending.
+    Validated {
+        /// Message id.
+        id: MessageId,
+        /// Peer it came from.
+        propagation_source: PeerId,
+        /// Verdict.
+        acceptance: MessageAcceptance,
+    },
+    /// Send `data` to `peer` by request-response; the reply carries the response bytes.
+    SendDirect {
+        /// Target node.
+        peer: PeerId,
+        /// Request payload (one envelope).
+        data: Vec<u8>,
+        /// Where the response (or the failure) goes.
+        reply: oneshot::Sender<Result<Vec<u8>, String>>,
+    },
+    /// Answer an inbound directed request.
+    Respond {
+        /// The request's channel.
+        channel: ResponseChannel<Vec<u8>>,
+        /// Response payload.
+        data: Vec<u8>,
+    },
+    /// Report the mesh state.
+    Status(oneshot::Sender<Status>),
+}
+
+/// What the mesh looks like now.
+#[derive(Clone, Debug, Default)]
+pub struct Status {
+    /// This node's peer id.
+    pub peer_id: String,
+    /// Full listen addresses (with `/p2p/<id>`).
+    pub listen: Vec<String>,
+    /// Connected peers.
+    pub connected: Vec<String>,
+    /// Subscribed gossip topics.
+    pub topics: Vec<String>,
+}
+
+/// Events from the mesh task.
+#[derive(Debug)]
+pub enum Event {
+    /// A listener is up (full address with `/p2p/<id>`).
+    Listening(Multiaddr),
+    /// A gossip message awaiting validation.
+    Gossip {
+        /// Topic string.
+        topic: String,
+        /// Payload.
+        data: Vec<u8>,
+        /// The node that published it (authenticated by the gossipsub signature).
+        source: Option<PeerId>,
+        /// Message id, for [`Command::Validated`].
+        id: MessageId,
+        /// The peer that forwarded it, for [`Command::Validated`].
+        propagation_source: PeerId,
+    },
+    /// A directed request from `peer`; answer with [`Command::Respond`].
+    Direct {
+        /// Requesting node.
+        peer: PeerId,
+        /// Payload.
+        data: Vec<u8>,
+        /// Response channel.
+        channel: ResponseChannel<Vec<u8>>,
+    },
+    /// A connection to `peer` was established (first one).
+    Connected(PeerId),
+}
+
+#[derive(NetworkBehaviour)]
+struct Behaviour {
+    identify: identify::Behaviour,
+    ping: ping::Behaviour,
+    kad: kad::Behaviour<MemoryStore>,
+    gossipsub: gossipsub::Behaviour<
+        IdentityTransform,
+        MaxCountSubscriptionFilter<AllowAllSubscriptionFilter>,
+    >,
+    direct: request_response::Behaviour<EnvelopeCodec>,
+}
+
+/// Settings of the mesh.
+#[derive(Clone, Debug)]
+pub struct MeshConfig {
+    /// Addresses to listen on.
+    pub listen: Vec<Multiaddr>,
+    /// Nodes to join (each a multiaddr, ideally ending in `/p2p/<peer id>`).
+    pub bootstrap: Vec<Multiaddr>,
+    /// Gossipsub heartbeat.
+    pub heartbeat: Duration,
+}
+
+/// The mesh could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum MeshError {
+    /// Building the transport or a behaviour failed.
+    #[error("cannot build the libp2p swarm: {0}")]
+    Build(String),
+    /// A listen address could not be bound.
+    #[error("cannot listen on {addr}: {reason}")]
+    Listen {
+        /// Address.
+        addr: Multiaddr,
+        /// Why.
+        reason: String,
+    },
+}
+
+/// A content-hash message id (first 16 bytes of SHA-256 of the payload): the same envelope bytes
+/// always get the same id, so a republished envelope is deduplicated by gossipsub itself.
+fn content_id(data: &[u8]) -> Vec<u8> {
+    use sha2::Digest as _;
+    sha2::Sha256::digest(data)[..16].to_vec()
+}
+
+fn build_swarm(
+    keypair: &identity::Keypair,
+    cfg: &MeshConfig,
+) -> Result<Swarm<Behaviour>, MeshError> {
+    let heartbeat = cfg.heartbeat;
+    let swarm = libp2p::SwarmBuilder::with_existing_identity(keypair.clone())
+        .with_tokio()
+        .with_tcp(
+            tcp::Config::default().nodelay(true),
+            noise::Config::new,
+            yamux::Config::default,
+        )
+        .map_err(|e| MeshError::Build(e.to_string()))?
+        .with_behaviour(|key| {
+            let peer_id = key.public().to_peer_id();
+            let gossip_config = gossipsub::ConfigBuilder::default()
+                .max_transmit_size(MAX_MESSAGE_BYTES)
+                .message_id_fn(|m: &gossipsub::Message| MessageId::new(&content_id(&m.data)))
+                .validate_messages()
+                .validation_mode(gossipsub::ValidationMode::Strict)
+                .heartbeat_interval(heartbeat)
+                // Small meshes (a handful of nodes) must still form a mesh.
+                .mesh_n_low(1)
+                .mesh_n(4)
+                .mesh_n_high(8)
+                .mesh_outbound_min(1)
+                .build()
+                .map_err(|e| io::Error::other(e.to_string()))?;
+            let filter = MaxCountSubscriptionFilter {
+                filter: AllowAllSubscriptionFilter {},
+                max_subscribed_topics: 10_000,
+                max_subscriptions_per_request: 1_000,
+            };
+            let gossipsub = gossipsub::Behaviour::new_with_subscription_filter(
+                gossipsub::MessageAuthenticity::Signed(key.clone()),
+                gossip_config,
+                filter,
+            )
+            .map_err(io::Error::other)?;
+            let mut kad = kad::Behaviour::with_config(
+                peer_id,
+                MemoryStore::new(peer_id),
+                kad::Config::new(KAD_PROTOCOL),
+            );
+            kad.set_mode(Some(kad::Mode::Server));
+            let direct = request_response::Behaviour::with_codec(
+                EnvelopeCodec,
+                [(ENVELOPE_PROTOCOL, ProtocolSupport::Full)],
+                request_response::Config::default().with_request_timeout(Duration::from_secs(10)),
+            );
+            Ok(Behaviour {
+                identify: identify::Behaviour::new(identify::Config::new(
+                    IDENTIFY_VERSION.to_owned(),
+                    key.public(),
+                )),
+                ping: ping::Behaviour::default(),
+                kad,
+                gossipsub,
+                direct,
+            })
+        })
+        .map_err(|e| MeshError::Build(e.to_string()))?
+        .with_swarm_config(|c| c.with_idle_connection_timeout(Duration::from_secs(60)))
+        .build();
+    Ok(swarm)
+}
+
+/// Starts listening and returns the mesh ready to [`run`].
+pub fn start(keypair: &identity::Keypair, cfg: &MeshConfig) -> Result<Mesh, MeshError> {
+    let mut swarm = build_swarm(keypair, cfg)?;
+    for addr in &cfg.listen {
+        swarm
+            .listen_on(addr.clone())
+            .map_err(|e| MeshError::Listen {
+                addr: addr.clone(),
+                reason: e.to_string(),
+            })?;
+    }
+    let bootstrap = cfg
+        .bootstrap
+        .iter()
+        .map(|addr| Bootstrap {
+            addr: addr.clone(),
+            peer: addr.iter().find_map(|p| match p {
+                Protocol::P2p(id) => Some(id),
+                _ => None,
+            }),
+            connected: false,
+            next_attempt: Instant::now(),
+            backoff: Duration::from_millis(250),
+        })
+        .collect();
+    Ok(Mesh { swarm, bootstrap })
+}
+
+struct Bootstrap {
+    addr: Multiaddr,
+    peer: Option<PeerId>,
+    connected: bool,
+    next_attempt: Instant,
+    backoff: Duration,
+}
+
+/// A mesh that is listening but not yet running.
+pub struct Mesh {
+    swarm: Swarm<Behaviour>,
+    bootstrap: Vec<Bootstrap>,
+}
+
+impl std::fmt::Debug for Mesh {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Mesh")
+            .field("peer_id", self.swarm.local_peer_id())
+            .finish()
+    }
+}
+
+impl Mesh {
+    /// This node's peer id.
+    pub fn peer_id(&self) -> PeerId {
+        *self.swarm.local_peer_id()
+    }
+}
+
+/// Where the outcome of a directed request goes.
+type DirectReply = oneshot::Sender<Result<Vec<u8>, String>>;
+
+/// A directed request in flight (kept to retry once after a DHT lookup).
+struct Outgoing {
+    peer: PeerId,
+    data: Vec<u8>,
+    reply: DirectReply,
+    retried: bool,
+}
+
+struct Pending {
+    replies: HashMap<OutboundRequestId, Outgoing>,
+    lookups: HashMap<kad::QueryId, Vec<Outgoing>>,
+}
+
+/// Drives the swarm until `commands` closes.
+pub async fn run(mesh: Mesh, mut commands: mpsc::Receiver<Command>, events: mpsc::Sender<Event>) {
+    let Mesh {
+        mut swarm,
+        mut bootstrap,
+    } = mesh;
+    let mut queue: VecDeque<Event> = VecDeque::new();
+    let mut pending = Pending {
+        replies: HashMap::new(),
+        lookups: HashMap::new(),
+    };
+    let mut listen: Vec<Multiaddr> = Vec::new();
+    let mut redial = tokio::time::interval(Duration::from_millis(250));
+    redial.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let local = *swarm.local_peer_id();
+    let mut subscribed: HashSet<TopicHash> = HashSet::new();
+    loop {
+        tokio::select! {
+            command = commands.recv() => {
+                let Some(command) = command else { break };
+                handle_command(&mut swarm, command, &mut pending, &listen, &mut subscribed);
+            }
+            event = swarm.select_next_some() => {
+                handle_swarm_event(&mut swarm, event, &mut queue, &mut pending, &mut listen, &mut bootstrap, &mut subscribed, local);
+            }
+            permit = events.reserve(), if !queue.is_empty() => {
+                let Ok(permit) = permit else { break };
+                if let Some(ev) = queue.pop_front() {
+                    permit.send(ev);
+                }
+            }
+            _ = redial.tick() => {
+                let now = Instant::now();
+                for b in bootstrap.iter_mut().filter(|b| !b.connected && b.next_attempt <= now) {
+                    if let Err(e) = swarm.dial(b.addr.clone()) {
+                        tracing::debug!(addr = %b.addr, error = %e, "bootstrap dial failed");
+                    }
+                    b.next_attempt = now + b.backoff;
+                    b.backoff = (b.backoff * 2).min(Duration::from_secs(30));
+                }
+            }
+        }
+    }
+}
+
+fn handle_command(
+    swarm: &mut Swarm<Behaviour>,
+    command: Command,
+    pending: &mut Pending,
+    listen: &[Multiaddr],
+    subscribed: &mut HashSet<TopicHash>,
+) {
+    let b = swarm.behaviour_mut();
+    match command {
+        Command::Publish { topic, data } => {
+            let topic = IdentTopic::new(topic);
+            if subscribed.insert(topic.hash()) {
+                let _ = b.gossipsub.subscribe(&topic);
+            }
+            match b.gossipsub.publish(topic.clone(), data) {
+                Ok(_) => {}
+                // Nobody else subscribed yet, or the same bytes were published before: not errors
+                // for a broadcast (receivers learn presence from the next greet).
+                Err(gossipsub::PublishError::NoPeersSubscribedToTopic)
+                | Err(gossipsub::PublishError::Duplicate) => {}
+                Err(e) => tracing::warn!(topic = %topic, error = %e, "gossip publish failed"),
+            }
+        }
+        Command::Subscribe(topic) => {
+            let topic = IdentTopic::new(topic);
+            if subscribed.insert(topic.hash()) {
+                let _ = b.gossipsub.subscribe(&topic);
+            }
+        }
+        Command::Validated {
+            id,
+            propagation_source,
+            acceptance,
+        } => {
+            let _ =
+                b.gossipsub
+                    .report_message_validation_result(&id, &propagation_source, acceptance);
+        }
+        Command::SendDirect { peer, data, reply } => {
+            let id = b.direct.send_request(&peer, data.clone());
+            pending.replies.insert(
+                id,
+                Outgoing {
+                    peer,
+                    data,
+                    reply,
+                    retried: false,
+                },
+            );
+        }
+        Command::Respond { channel, data } => {
+            let _ = b.direct.send_response(channel, data);
+        }
+        Command::Status(reply) => {
+            let peer_id = swarm.local_peer_id().to_string();
+            let mut connected: Vec<String> =
+                swarm.connected_peers().map(ToString::to_string).collect();
+            connected.sort();
+            let mut topics: Vec<String> = swarm
+                .behaviour()
+                .gossipsub
+                .topics()
+                .map(ToString::to_string)
+                .collect();
+            topics.sort();
+            let _ = reply.send(Status {
+                peer_id,
+                listen: listen.iter().map(ToString::to_string).collect(),
+                connected,
+                topics,
+            });
+        }
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+fn handle_swarm_event(
+    swarm: &mut Swarm<Behaviour>,
+    event: SwarmEvent<BehaviourEvent>,
+    queue: &mut VecDeque<Event>,
+    pending: &mut Pending,
+    listen: &mut Vec<Multiaddr>,
+    bootstrap: &mut [Bootstrap],
+    subscribed: &mut HashSet<TopicHash>,
+    local: PeerId,
+) {
+    match event {
+        SwarmEvent::NewListenAddr { address, .. } => {
+            let full = address.with_p2p(local).unwrap_or_else(|a| a);
+            listen.push(full.clone());
+            queue.push_back(Event::Listening(full));
+        }
+        SwarmEvent::ConnectionEstablished {
+            peer_id,
+            endpoint,
+            num_established,
+            ..
+        } => {
+            for b in bootstrap.iter_mut() {
+                let same_addr = endpoint.is_dialer() && *endpoint.get_remote_address() == b.addr;
+                if b.peer == Some(peer_id) || same_addr {
+                    b.connected = true;
+                    b.peer = Some(peer_id);
+                    b.backoff = Duration::from_millis(250);
+                    if let Ok(id) = swarm.behaviour_mut().kad.bootstrap() {
+                        tracing::debug!(?id, "kademlia bootstrap started");
+                    }
+                }
+            }
+            if endpoint.is_dialer() {
+                swarm
+                    .behaviour_mut()
+                    .kad
+                    .add_address(&peer_id, endpoint.get_remote_address().clone());
+            }
+            if num_established.get() == 1 {
+                queue.push_back(Event::Connected(peer_id));
+            }
+        }
+        SwarmEvent::ConnectionClosed {
+            peer_id,
+            num_established: 0,
+            ..
+        } => {
+            for b in bootstrap.iter_mut().filter(|b| b.peer == Some(peer_id)) {
+                b.connected = false;
+                b.next_attempt = Instant::now() + b.backoff;
+            }
+        }
+        SwarmEvent::OutgoingConnectionError { peer_id, error, .. } => {
+            tracing::debug!(?peer_id, %error, "outgoing connection failed");
+        }
+        SwarmEvent::Behaviour(BehaviourEvent::Identify(identify::Event::Received {
+            peer_id,
+            info,
+            ..
+        })) if info.protocols.contains(&KAD_PROTOCOL) => {
+            for addr in info.listen_addrs {
+                swarm.behaviour_mut().kad.add_address(&peer_id, addr);
+            }
+        }
+        SwarmEvent::Behaviour(BehaviourEvent::Gossipsub(event)) => match event {
+            gossipsub::Event::Message {
+                propagation_source,
+                message_id,
+                message,
+            } => {
+                if queue.len() >= EVENT_QUEUE {
+                    let _ = swarm
+                        .behaviour_mut()
+                        .gossipsub
+                        .report_message_validation_result(
+                            &message_id,
+                            &propagation_source,
+                            MessageAcceptance::Ignore,
+                        );
+                    return;
+                }
+                queue.push_back(Event::Gossip {
+                    topic: message.topic.to_string(),
+                    data: message.data,
+                    source: message.source,
+                    id: message_id,
+                    propagation_source,
+                });
+            }
+            // Relay every AGH channel a neighbour uses, so that nodes without local agents in a
+            // channel still carry its broadcasts between the nodes that have some.
+            gossipsub::Event::Subscribed { topic, .. }
+                if topic.as_str().starts_with(crate::agh::TOPIC_PREFIX)
+                    && subscribed.insert(topic.clone()) =>
+            {
+                let _ = swarm
+                    .behaviour_mut()
+                    .gossipsub
+                    .subscribe(&IdentTopic::new(topic.into_string()));
+            }
+            _ => {}
+        },
+        SwarmEvent::Behaviour(BehaviourEvent::Direct(event)) => match event {
+            request_response::Event::Message { peer, message, .. } => match message {
+                request_response::Message::Request {
+                    request, channel, ..
+                } => queue.push_back(Event::Direct {
+                    peer,
+                    data: request,
+                    channel,
+                }),
+                request_response::Message::Response {
+                    request_id,
+                    response,
+                } => {
+                    if let Some(out) = pending.replies.remove(&request_id) {
+                        let _ = out.reply.send(Ok(response));
+                    }
+                }
+            },
+            request_response::Event::OutboundFailure {
+                request_id, error, ..
+            } => {
+                let Some(out) = pending.replies.remove(&request_id) else {
+                    return;
+                };
+                let dial_failed = matches!(error, request_response::OutboundFailure::DialFailure);
+                if dial_failed && !out.retried {
+                    // We do not know how to reach that node yet: ask the DHT, then retry once.
+                    let query = swarm.behaviour_mut().kad.get_closest_peers(out.peer);
+                    pending.lookups.entry(query).or_default().push(out);
+                } else {
+                    let _ = out.reply.send(Err(error.to_string()));
+                }
+            }
+            _ => {}
+        },
+        SwarmEvent::Behaviour(BehaviourEvent::Kad(kad::Event::OutboundQueryProgressed {
+            id,
+            result: kad::QueryResult::GetClosestPeers(_),
+            step,
+            ..
+        })) => {
+            if step.last
+                && let Some(waiting) = pending.lookups.remove(&id)
+            {
+                for mut out in waiting {
+                    let rid = swarm
+                        .behaviour_mut()
+                        .direct
+                        .send_request(&out.peer, out.data.clone());
+                    out.retried = true;
+                    pending.replies.insert(rid, out);
+                }
+            }
+        }
+        _ => {}
+    }
+}
+
+/// Request-response codec for envelopes: a request is the envelope's bytes, a response is a
+/// short JSON acknowledgement; each is the whole stream (no framing beyond end-of-stream), with
+/// hard size limits.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct EnvelopeCodec;
+
+async fn read_limited<T>(io: &mut T, limit: u64) -> io::Result<Vec<u8>>
+where
+    T: futures::AsyncRead + Unpin + Send,
+{
+    let mut out = Vec::new();
+    io.take(limit + 1).read_to_end(&mut out).await?;
+    if out.len() as u64 > limit {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidData,
+            "message too large",
+        ));
+    }
+    Ok(out)
+}
+
+impl request_response::Codec for EnvelopeCodec {
+    type Protocol = StreamProtocol;
+    type Request = Vec<u8>;
+    type Response = Vec<u8>;
+
+    async fn read_request<T>(&mut self, _: &StreamProtocol, io: &mut T) -> io::Result<Vec<u8>>
+    where
+        T: futures::AsyncRead + Unpin + Send,
+    {
+        read_limited(io, MAX_MESSAGE_BYTES as u64).await
+    }
+
+    async fn read_response<T>(&mut self, _: &StreamProtocol, io: &mut T) -> io::Result<Vec<u8>>
+    where
+        T: futures::AsyncRead + Unpin + Send,
+    {
+        read_limited(io, MAX_RESPONSE_BYTES).await
+    }
+
+    async fn write_request<T>(
+        &mut self,
+        _: &StreamProtocol,
+        io: &mut T,
+        req: Vec<u8>,
+    ) -> io::Result<()>
+    where
+        T: futures::AsyncWrite + Unpin + Send,
+    {
+        io.write_all(&req).await?;
+        io.close().await
+    }
+
+    async fn write_response<T>(
+        &mut self,
+        _: &StreamProtocol,
+        io: &mut T,
+        res: Vec<u8>,
+    ) -> io::Result<()>
+    where
+        T: futures::AsyncWrite + Unpin + Send,
+    {
+        io.write_all(&res).await?;
+        io.close().await
+    }
+}

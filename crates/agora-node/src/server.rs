@@ -1,0 +1,279 @@
+//! The node's HTTP listeners: the AGH WebSocket face for agents (`/agh/v0`) and the HTTP API
+//! for the CLI and scripts.
+//!
+//! HTTP API (JSON everywhere):
+//! - `GET /healthz` → `{"status":"ok"}`
+//! - `GET /status` → node id, listen addresses, connected nodes, topics, AGH counters
+//! - `GET /agh/v0/peers[?channel=C]` → `{"peers":[…]}`
+//! - `POST /agh/v0/envelopes` → body: one envelope per line; processed in order as one short-lived
+//!   agent connection (so a body can greet and then send); answers `{"results":[verdict…]}`
+//! - `PUT /agh/v0/catalogs/{peer_id}` → body: a capability catalog (array of documents or
+//!   `{"capabilities":[…]}`); stored durably, then applied; `DELETE` removes it.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Instant;
+
+use agora_agh::{Catalog, MAX_ENVELOPE_BYTES};
+use axum::extract::ws::{Message, WebSocket, WebSocketUpgrade};
+use axum::extract::{DefaultBodyLimit, Path, Query, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post, put};
+use axum::{Json, Router};
+use futures::{SinkExt, StreamExt};
+use serde::Deserialize;
+use serde_json::json;
+use tokio::sync::{mpsc, oneshot};
+
+use crate::agh::{AGENT_QUEUE, ConnId, Input, Verdict};
+use crate::mesh;
+
+/// Largest HTTP body accepted (many envelopes per post).
+const MAX_BODY: usize = 8 << 20;
+
+/// Shared state of the listeners.
+#[derive(Clone, Debug)]
+pub struct AppState {
+    /// The AGH service.
+    pub agh: mpsc::Sender<Input>,
+    /// The mesh.
+    pub mesh: mpsc::Sender<mesh::Command>,
+    /// Connection id source.
+    pub conn_ids: Arc<AtomicU64>,
+    /// Node start time.
+    pub started: Instant,
+}
+
+impl AppState {
+    fn next_conn(&self) -> ConnId {
+        ConnId(self.conn_ids.fetch_add(1, Ordering::Relaxed))
+    }
+}
+
+/// The AGH face: `GET /agh/v0` upgrades to a WebSocket; each text frame is one envelope.
+pub fn agh_face(state: AppState) -> Router {
+    Router::new()
+        .route("/agh/v0", get(agh_ws))
+        .with_state(state)
+}
+
+/// The HTTP API face.
+pub fn http_face(state: AppState) -> Router {
+    Router::new()
+        .route("/healthz", get(|| async { Json(json!({"status": "ok"})) }))
+        .route("/status", get(status))
+        .route("/agh/v0/peers", get(peers))
+        .route("/agh/v0/envelopes", post(post_envelopes))
+        .route(
+            "/agh/v0/catalogs/{peer_id}",
+            put(put_catalog).delete(delete_catalog),
+        )
+        .layer(DefaultBodyLimit::max(MAX_BODY))
+        .with_state(state)
+}
+
+fn error(status: StatusCode, message: impl Into<String>) -> Response {
+    (status, Json(json!({"error": message.into()}))).into_response()
+}
+
+fn unavailable() -> Response {
+    error(StatusCode::SERVICE_UNAVAILABLE, "the node is shutting down")
+}
+
+async fn agh_ws(State(state): State<AppState>, ws: WebSocketUpgrade) -> Response {
+    ws.max_message_size(MAX_ENVELOPE_BYTES + 1024)
+        .max_frame_size(MAX_ENVELOPE_BYTES + 1024)
+        .on_upgrade(move |socket| agent_session(state, socket))
+}
+
+async fn agent_session(state: AppState, socket: WebSocket) {
+    let conn = state.next_conn();
+    let (frames_tx, mut frames_rx) = mpsc::channel::<String>(AGENT_QUEUE);
+    if state
+        .agh
+        .send(Input::Connect {
+            conn,
+            frames: frames_tx.clone(),
+        })
+        .await
+        .is_err()
+    {
+        return;
+    }
+    let (mut sink, mut stream) = socket.split();
+    let writer = tokio::spawn(async move {
+        while let Some(frame) = frames_rx.recv().await {
+            if sink.send(Message::Text(frame.into())).await.is_err() {
+                break;
+            }
+        }
+        let _ = sink.close().await;
+    });
+    while let Some(Ok(message)) = stream.next().await {
+        match message {
+            Message::Text(text) => {
+                let input = Input::FromAgent {
+                    conn,
+                    bytes: text.as_bytes().to_vec(),
+                    verdict: None,
+                };
+                if state.agh.send(input).await.is_err() {
+                    break;
+                }
+            }
+            Message::Binary(_) => {
+                let v = Verdict {
+                    ok: false,
+                    id: None,
+                    reason: Some("malformed".into()),
+                    detail: Some("envelopes are sent as text frames".into()),
+                };
+                let _ = frames_tx.try_send(v.error_frame());
+            }
+            Message::Close(_) => break,
+            Message::Ping(_) | Message::Pong(_) => {}
+        }
+    }
+    let _ = state.agh.send(Input::Disconnect(conn)).await;
+    drop(frames_tx);
+    let _ = writer.await;
+}
+
+async fn status(State(state): State<AppState>) -> Response {
+    let (tx, rx) = oneshot::channel();
+    let (stx, srx) = oneshot::channel();
+    if state.mesh.send(mesh::Command::Status(tx)).await.is_err()
+        || state.agh.send(Input::Stats(stx)).await.is_err()
+    {
+        return unavailable();
+    }
+    let (Ok(mesh), Ok(agh)) = (rx.await, srx.await) else {
+        return unavailable();
+    };
+    Json(json!({
+        "peer_id": mesh.peer_id,
+        "uptime_secs": state.started.elapsed().as_secs(),
+        "listen": mesh.listen,
+        "connected": mesh.connected,
+        "topics": mesh.topics,
+        "agh": agh,
+    }))
+    .into_response()
+}
+
+#[derive(Debug, Deserialize)]
+struct PeersQuery {
+    channel: Option<String>,
+}
+
+async fn peers(State(state): State<AppState>, Query(q): Query<PeersQuery>) -> Response {
+    if let Some(c) = &q.channel
+        && !agora_agh::grammar::is_channel(c)
+    {
+        return error(
+            StatusCode::BAD_REQUEST,
+            format!("{c:?} is not a channel name"),
+        );
+    }
+    let (tx, rx) = oneshot::channel();
+    if state
+        .agh
+        .send(Input::Peers {
+            channel: q.channel,
+            reply: tx,
+        })
+        .await
+        .is_err()
+    {
+        return unavailable();
+    }
+    match rx.await {
+        Ok(peers) => Json(json!({ "peers": peers })).into_response(),
+        Err(_) => unavailable(),
+    }
+}
+
+async fn post_envelopes(State(state): State<AppState>, body: axum::body::Bytes) -> Response {
+    let conn = state.next_conn();
+    let (frames, _drain) = mpsc::channel(AGENT_QUEUE);
+    if state
+        .agh
+        .send(Input::Connect { conn, frames })
+        .await
+        .is_err()
+    {
+        return unavailable();
+    }
+    let mut results = Vec::new();
+    for line in body.split(|&b| b == b'\n') {
+        let line = line.strip_suffix(b"\r").unwrap_or(line);
+        if line.iter().all(u8::is_ascii_whitespace) {
+            continue;
+        }
+        let (tx, rx) = oneshot::channel();
+        let input = Input::FromAgent {
+            conn,
+            bytes: line.to_vec(),
+            verdict: Some(tx),
+        };
+        if state.agh.send(input).await.is_err() {
+            return unavailable();
+        }
+        match rx.await {
+            Ok(v) => results.push(v),
+            Err(_) => return unavailable(),
+        }
+    }
+    let _ = state.agh.send(Input::Disconnect(conn)).await;
+    let status = if results.iter().all(|v| v.ok) {
+        StatusCode::OK
+    } else {
+        StatusCode::UNPROCESSABLE_ENTITY
+    };
+    (status, Json(json!({ "results": results }))).into_response()
+}
+
+async fn put_catalog(
+    State(state): State<AppState>,
+    Path(peer_id): Path<String>,
+    body: String,
+) -> Response {
+    let catalog = match Catalog::from_json(&body) {
+        Ok(c) => c,
+        Err(e) => return error(StatusCode::BAD_REQUEST, e.to_string()),
+    };
+    let ids: Vec<String> = catalog.ids().map(str::to_owned).collect();
+    set_catalog(state, peer_id, Some(catalog), ids).await
+}
+
+async fn delete_catalog(State(state): State<AppState>, Path(peer_id): Path<String>) -> Response {
+    set_catalog(state, peer_id, None, Vec::new()).await
+}
+
+async fn set_catalog(
+    state: AppState,
+    peer_id: String,
+    catalog: Option<Catalog>,
+    ids: Vec<String>,
+) -> Response {
+    let (tx, rx) = oneshot::channel();
+    let input = Input::SetCatalog {
+        peer_id: peer_id.clone(),
+        catalog,
+        reply: tx,
+    };
+    if state.agh.send(input).await.is_err() {
+        return unavailable();
+    }
+    match rx.await {
+        Ok(Ok(channels)) => Json(json!({
+            "peer_id": peer_id,
+            "capabilities": ids,
+            "applied_to_channels": channels,
+        }))
+        .into_response(),
+        Ok(Err(e)) => error(StatusCode::BAD_REQUEST, e),
+        Err(_) => unavailable(),
+    }
+}

@@ -1,0 +1,264 @@
+//! The embedded store: one redb database in the data directory, written by exactly one thread.
+//!
+//! Writes are sent to the writer thread over a bounded channel and acknowledged only after the
+//! transaction that holds them has committed with redb's default `Immediate` durability, so an
+//! acknowledged write survives a crash. The writer groups whatever is queued into one
+//! transaction (group commit). Reads use read transactions from any thread; they never block the
+//! writer. The schema version lives in the `meta` table and migrations are code
+//! ([`Store::open`]).
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use redb::{Database, ReadableDatabase, ReadableTable, TableDefinition};
+use tokio::sync::{mpsc, oneshot};
+
+/// File name of the database inside the data directory.
+pub const DB_FILE: &str = "agora.redb";
+/// Current schema version.
+pub const SCHEMA_VERSION: u64 = 1;
+
+const META: TableDefinition<'_, &str, u64> = TableDefinition::new("meta");
+/// Local capability catalogs: Peer ID → catalog JSON (`{"capabilities":[…]}`).
+const CATALOGS: TableDefinition<'_, &str, &str> = TableDefinition::new("agh_catalogs");
+
+/// Most writes waiting for the writer thread.
+const WRITE_QUEUE: usize = 1024;
+/// Most writes folded into one transaction.
+const GROUP_COMMIT: usize = 256;
+
+/// A store operation failed.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// redb reported an error.
+    #[error("database {path}: {message}")]
+    Db {
+        /// Database file.
+        path: PathBuf,
+        /// What redb said.
+        message: String,
+    },
+    /// The database was written by a newer Agora.
+    #[error("database {path} has schema version {found}; this build knows up to {SCHEMA_VERSION}")]
+    TooNew {
+        /// Database file.
+        path: PathBuf,
+        /// Version found.
+        found: u64,
+    },
+    /// The writer thread is gone (the node is shutting down).
+    #[error("the store is closed")]
+    Closed,
+}
+
+enum Write {
+    PutCatalog { peer_id: String, json: String },
+    DeleteCatalog { peer_id: String },
+}
+
+struct Job {
+    write: Write,
+    done: oneshot::Sender<Result<(), StoreError>>,
+}
+
+/// Handle to the store; cheap to clone.
+#[derive(Clone)]
+pub struct Store {
+    db: Arc<Database>,
+    path: Arc<PathBuf>,
+    writer: mpsc::Sender<Job>,
+}
+
+impl std::fmt::Debug for Store {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Store").field("path", &self.path).finish()
+    }
+}
+
+impl Store {
+    /// Opens (or creates) `<dir>/agora.redb`, migrates it to [`SCHEMA_VERSION`] and starts the
+    /// writer thread.
+    pub fn open(dir: &Path) -> Result<Self, StoreError> {
+        let path = dir.join(DB_FILE);
+        let err = |e: &dyn std::fmt::Display| StoreError::Db {
+            path: path.clone(),
+            message: e.to_string(),
+        };
+        std::fs::create_dir_all(dir).map_err(|e| err(&e))?;
+        let db = Database::create(&path).map_err(|e| err(&e))?;
+        migrate(&db, &path)?;
+        let db = Arc::new(db);
+        let (tx, rx) = mpsc::channel(WRITE_QUEUE);
+        let writer_db = Arc::clone(&db);
+        let writer_path = path.clone();
+        std::thread::Builder::new()
+            .name("agora-store-writer".into())
+            .spawn(move || writer(&writer_db, &writer_path, rx))
+            .map_err(|e| err(&e))?;
+        Ok(Self {
+            db,
+            path: Arc::new(path),
+            writer: tx,
+        })
+    }
+
+    async fn submit(&self, write: Write) -> Result<(), StoreError> {
+        let (done, ack) = oneshot::channel();
+        self.writer
+            .send(Job { write, done })
+            .await
+            .map_err(|_| StoreError::Closed)?;
+        ack.await.map_err(|_| StoreError::Closed)?
+    }
+
+    /// Stores the catalog of a local peer; returns once it is durable.
+    pub async fn put_catalog(&self, peer_id: &str, json: &str) -> Result<(), StoreError> {
+        self.submit(Write::PutCatalog {
+            peer_id: peer_id.to_owned(),
+            json: json.to_owned(),
+        })
+        .await
+    }
+
+    /// Deletes the catalog of a local peer; returns once it is durable.
+    pub async fn delete_catalog(&self, peer_id: &str) -> Result<(), StoreError> {
+        self.submit(Write::DeleteCatalog {
+            peer_id: peer_id.to_owned(),
+        })
+        .await
+    }
+
+    /// Every stored catalog, by Peer ID (a blocking read; call it off the async threads).
+    pub fn catalogs(&self) -> Result<Vec<(String, String)>, StoreError> {
+        let err = |e: &dyn std::fmt::Display| StoreError::Db {
+            path: (*self.path).clone(),
+            message: e.to_string(),
+        };
+        let txn = self.db.begin_read().map_err(|e| err(&e))?;
+        let table = match txn.open_table(CATALOGS) {
+            Ok(t) => t,
+            Err(redb::TableError::TableDoesNotExist(_)) => return Ok(Vec::new()),
+            Err(e) => return Err(err(&e)),
+        };
+        let mut out = Vec::new();
+        for entry in table.iter().map_err(|e| err(&e))? {
+            let (k, v) = entry.map_err(|e| err(&e))?;
+            out.push((k.value().to_owned(), v.value().to_owned()));
+        }
+        Ok(out)
+    }
+}
+
+fn migrate(db: &Database, path: &Path) -> Result<(), StoreError> {
+    let err = |e: &dyn std::fmt::Display| StoreError::Db {
+        path: path.to_path_buf(),
+        message: e.to_string(),
+    };
+    let txn = db.begin_write().map_err(|e| err(&e))?;
+    {
+        let mut meta = txn.open_table(META).map_err(|e| err(&e))?;
+        let found = meta
+            .get("schema_version")
+            .map_err(|e| err(&e))?
+            .map(|v| v.value());
+        match found {
+            Some(v) if v > SCHEMA_VERSION => {
+                return Err(StoreError::TooNew {
+                    path: path.to_path_buf(),
+                    found: v,
+                });
+            }
+            Some(v) if v == SCHEMA_VERSION => {}
+            // Version 0 (a fresh file) → 1: create the tables.
+            _ => {
+                txn.open_table(CATALOGS).map_err(|e| err(&e))?;
+                meta.insert("schema_version", SCHEMA_VERSION)
+                    .map_err(|e| err(&e))?;
+            }
+        }
+    }
+    txn.commit().map_err(|e| err(&e))
+}
+
+fn writer(db: &Database, path: &Path, mut rx: mpsc::Receiver<Job>) {
+    while let Some(first) = rx.blocking_recv() {
+        let mut jobs = vec![first];
+        while jobs.len() < GROUP_COMMIT {
+            match rx.try_recv() {
+                Ok(job) => jobs.push(job),
+                Err(_) => break,
+            }
+        }
+        let result = apply(db, &jobs).map_err(|message| StoreError::Db {
+            path: path.to_path_buf(),
+            message,
+        });
+        for job in jobs {
+            let r = match &result {
+                Ok(()) => Ok(()),
+                Err(e) => Err(StoreError::Db {
+                    path: path.to_path_buf(),
+                    message: e.to_string(),
+                }),
+            };
+            let _ = job.done.send(r);
+        }
+    }
+}
+
+fn apply(db: &Database, jobs: &[Job]) -> Result<(), String> {
+    let txn = db.begin_write().map_err(|e| e.to_string())?;
+    {
+        let mut catalogs = txn.open_table(CATALOGS).map_err(|e| e.to_string())?;
+        for job in jobs {
+            match &job.write {
+                Write::PutCatalog { peer_id, json } => {
+                    catalogs
+                        .insert(peer_id.as_str(), json.as_str())
+                        .map_err(|e| e.to_string())?;
+                }
+                Write::DeleteCatalog { peer_id } => {
+                    catalogs
+                        .remove(peer_id.as_str())
+                        .map_err(|e| e.to_string())?;
+                }
+            }
+        }
+    }
+    txn.commit().map_err(|e| e.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn catalogs_survive_a_reopen() {
+        let dir = tempfile::tempdir().unwrap();
+        {
+            let store = Store::open(dir.path()).unwrap();
+            store
+                .put_catalog("a.1", r#"{"capabilities":[]}"#)
+                .await
+                .unwrap();
+            store.put_catalog("b.2", "x").await.unwrap();
+            store.delete_catalog("b.2").await.unwrap();
+        }
+        // The writer thread of the first handle may still hold the file for a moment.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        let store = loop {
+            match Store::open(dir.path()) {
+                Ok(s) => break s,
+                Err(e) if std::time::Instant::now() < deadline => {
+                    tokio::task::yield_now().await;
+                    let _ = e;
+                }
+                Err(e) => panic!("{e}"),
+            }
+        };
+        assert_eq!(
+            store.catalogs().unwrap(),
+            vec![("a.1".to_owned(), r#"{"capabilities":[]}"#.to_owned())]
+        );
+    }
+}
