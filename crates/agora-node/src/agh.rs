@@ -377,8 +377,9 @@ impl<I: IdSource> Service<I> {
                     .await;
                 self.execute(fx, Some(&data)).await;
             }
-            mesh::Event::Connected(_) => {
-                // A new neighbour: tell it who is here now rather than at the next tick.
+            mesh::Event::Connected(_) | mesh::Event::Subscribed(_) => {
+                // A new neighbour, or a neighbour newly in a channel: tell it who is here now
+                // rather than at the next tick.
                 self.announce().await;
             }
             mesh::Event::Listening(_) => {}

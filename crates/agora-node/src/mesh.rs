@@ -125,6 +125,8 @@ pub enum Event {
     },
     /// A connection to `peer` was established (first one).
     Connected(PeerId),
+    /// A neighbour subscribed to an AGH topic.
+    Subscribed(String),
 }
 
 #[derive(NetworkBehaviour)]
@@ -527,13 +529,15 @@ fn handle_swarm_event(
             // Relay every AGH channel a neighbour uses, so that nodes without local agents in a
             // channel still carry its broadcasts between the nodes that have some.
             gossipsub::Event::Subscribed { topic, .. }
-                if topic.as_str().starts_with(crate::agh::TOPIC_PREFIX)
-                    && subscribed.insert(topic.clone()) =>
+                if topic.as_str().starts_with(crate::agh::TOPIC_PREFIX) =>
             {
-                let _ = swarm
-                    .behaviour_mut()
-                    .gossipsub
-                    .subscribe(&IdentTopic::new(topic.into_string()));
+                if subscribed.insert(topic.clone()) {
+                    let _ = swarm
+                        .behaviour_mut()
+                        .gossipsub
+                        .subscribe(&IdentTopic::new(topic.as_str()));
+                }
+                queue.push_back(Event::Subscribed(topic.into_string()));
             }
             _ => {}
         },

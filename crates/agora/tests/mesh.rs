@@ -1,0 +1,136 @@
+//! AGH across real node processes: a line of three nodes A–B–C on 127.0.0.1.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod support;
+
+use std::time::{Duration, Instant};
+
+use serde_json::json;
+use support::{Agent, connected, eventually, peer_ids, spawn_node};
+
+const GREET: u64 = 1;
+const CH: &str = "builders";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn three_nodes_in_a_line_discover_and_work_together() {
+    let dir = tempfile::tempdir().unwrap();
+    let a = spawn_node(&dir.path().join("a"), &[], GREET, &[]);
+    let b = spawn_node(&dir.path().join("b"), &[&a.p2p], GREET, &[]);
+    let c_data = dir.path().join("c");
+    let c = spawn_node(&c_data, &[&b.p2p], GREET, &[]);
+
+    // The line forms: B sees A and C.
+    let (a_id, c_id) = (a.peer_id.clone(), c.peer_id.clone());
+    let b_http = b.http.clone();
+    eventually(Duration::from_secs(20), async || {
+        let conn = connected(&b_http).await;
+        (conn.contains(&a_id) && conn.contains(&c_id)).then_some(())
+    })
+    .await
+    .expect("B connects to A and C");
+
+    // Agents on A and C greet; each node sees the other's agent within 2 s.
+    let mut alice = Agent::connect(&a.agh, "alice.sess-1", CH).await;
+    let mut carol = Agent::connect(&c.agh, "carol.sess-1", CH).await;
+    alice.greet(&["code.review"]).await;
+    carol.greet(&["test.run"]).await;
+    let greeted = Instant::now();
+    let (a_http, c_http) = (a.http.clone(), c.http.clone());
+    eventually(Duration::from_secs(2), async || {
+        let on_a = peer_ids(&a_http, CH).await;
+        let on_c = peer_ids(&c_http, CH).await;
+        (on_a.iter().any(|p| p == "carol.sess-1") && on_c.iter().any(|p| p == "alice.sess-1"))
+            .then_some(())
+    })
+    .await
+    .expect("agents on A and C see each other within 2 s of greeting");
+    eprintln!("discovery across A–B–C took {:?}", greeted.elapsed());
+
+    // whois from A finds C's agent by capability.
+    let whois = alice.envelope(
+        "whois",
+        None,
+        json!({"type": "request", "query": "test.run"}),
+    );
+    alice.send(&whois).await;
+    let answer = alice
+        .expect(Duration::from_secs(5), |v| {
+            v["kind"] == "whois" && v["reply_to"] == whois["id"]
+        })
+        .await
+        .expect("carol answers the whois");
+    assert_eq!(answer["from"], "carol.sess-1");
+    assert_eq!(
+        answer["body"]["peer_card"]["capabilities"],
+        json!(["test.run"])
+    );
+
+    // A direct interaction A→C: receipt(accepted), trace(working), trace(completed).
+    let iid = "int-line-1";
+    let mut direct = alice.envelope(
+        "direct",
+        Some("carol.sess-1"),
+        json!({"text": "run the tests"}),
+    );
+    direct["interaction_id"] = json!(iid);
+    alice.send(&direct).await;
+    let got = carol
+        .expect(Duration::from_secs(5), |v| v["kind"] == "direct")
+        .await
+        .expect("carol receives the direct");
+    assert_eq!(got["id"], direct["id"]);
+    for (kind, body) in [
+        (
+            "receipt",
+            json!({"for_id": direct["id"], "status": "accepted"}),
+        ),
+        ("trace", json!({"state": "working"})),
+        (
+            "trace",
+            json!({"state": "completed", "message": "all green"}),
+        ),
+    ] {
+        let mut env = carol.envelope(kind, Some("alice.sess-1"), body);
+        env["interaction_id"] = json!(iid);
+        carol.send(&env).await;
+        let seen = alice
+            .expect(Duration::from_secs(5), |v| v["id"] == env["id"])
+            .await
+            .unwrap_or_else(|| panic!("alice receives the {kind}"));
+        assert_eq!(seen["interaction_id"], iid);
+    }
+
+    // Killing C makes carol expire on A within 2 × greet interval (plus the sweep period).
+    drop(carol);
+    drop(c);
+    let killed = Instant::now();
+    let a_http = a.http.clone();
+    eventually(Duration::from_secs(2 * GREET + 2), async || {
+        (!peer_ids(&a_http, CH)
+            .await
+            .iter()
+            .any(|p| p == "carol.sess-1"))
+        .then_some(())
+    })
+    .await
+    .expect("carol expires on A");
+    let gone_after = killed.elapsed();
+    eprintln!("carol expired on A {gone_after:?} after C was killed");
+    assert!(gone_after <= Duration::from_millis(2 * GREET * 1000 + 1500));
+
+    // Restarting C (same data, same identity) restores carol once she reconnects.
+    let c2 = spawn_node(&c_data, &[&b.p2p], GREET, &[]);
+    assert_eq!(c2.peer_id, c_id, "the node key survives a restart");
+    let mut carol = Agent::connect(&c2.agh, "carol.sess-1", CH).await;
+    carol.greet(&["test.run"]).await;
+    eventually(Duration::from_secs(10), async || {
+        peer_ids(&a_http, CH)
+            .await
+            .iter()
+            .any(|p| p == "carol.sess-1")
+            .then_some(())
+    })
+    .await
+    .expect("carol is back on A after C restarts");
+}

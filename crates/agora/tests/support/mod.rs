@@ -1,0 +1,268 @@
+//! Test harness: real `agora node` processes on 127.0.0.1 with ephemeral ports, and agents that
+//! speak AGH over the node's WebSocket face. Nothing here sleeps to synchronise: every wait polls
+//! a condition until a deadline.
+
+#![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc as std_mpsc;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use futures::{SinkExt, StreamExt};
+use serde_json::{Value, json};
+use tokio_tungstenite::tungstenite::Message;
+
+pub(crate) type Ws =
+    tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
+
+/// Unix seconds now.
+pub(crate) fn now() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_secs() as i64
+}
+
+/// A running node process.
+pub(crate) struct Node {
+    pub(crate) child: Child,
+    pub(crate) data: PathBuf,
+    pub p2p: String,
+    pub(crate) agh: String,
+    pub(crate) http: String,
+    pub(crate) peer_id: String,
+}
+
+impl Drop for Node {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Starts `agora node` with its data in `data`, joining `bootstrap`.
+pub(crate) fn spawn_node(
+    data: &Path,
+    bootstrap: &[&str],
+    greet_interval: u64,
+    extra: &[&str],
+) -> Node {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_agora"));
+    cmd.arg("node")
+        .arg("--data")
+        .arg(data)
+        .args(["--p2p-listen", "/ip4/127.0.0.1/tcp/0"])
+        .args([
+            "--agh-listen",
+            "127.0.0.1:0",
+            "--http-listen",
+            "127.0.0.1:0",
+        ])
+        .args(["--greet-interval", &greet_interval.to_string()])
+        .args(extra)
+        .env_remove("AGORA_CONFIG")
+        .current_dir(data.parent().unwrap_or(data))
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit());
+    for b in bootstrap {
+        cmd.args(["--bootstrap", b]);
+    }
+    let mut child = cmd.spawn().expect("agora node starts");
+    let stdout = child.stdout.take().unwrap();
+    let (tx, rx) = std_mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines() {
+            let Ok(line) = line else { break };
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let (mut p2p, mut agh, mut http) = (None, None, None);
+    while p2p.is_none() || agh.is_none() || http.is_none() {
+        let left = deadline.saturating_duration_since(Instant::now());
+        let line = rx
+            .recv_timeout(left)
+            .expect("node prints its listening lines");
+        let mut parts = line.splitn(4, ' ');
+        if let (Some("listening"), Some("on"), Some(face), Some(addr)) =
+            (parts.next(), parts.next(), parts.next(), parts.next())
+        {
+            match face {
+                "p2p" => p2p = Some(addr.to_owned()),
+                "agh" => agh = Some(addr.to_owned()),
+                "http" => http = Some(addr.to_owned()),
+                _ => {}
+            }
+        }
+    }
+    let p2p = p2p.unwrap();
+    let peer_id = p2p.rsplit('/').next().unwrap().to_owned();
+    Node {
+        child,
+        data: data.to_path_buf(),
+        p2p,
+        agh: agh.unwrap(),
+        http: http.unwrap(),
+        peer_id,
+    }
+}
+
+/// Polls `f` until it returns `Some` or `timeout` passes.
+pub(crate) async fn eventually<T>(
+    timeout: Duration,
+    mut f: impl AsyncFnMut() -> Option<T>,
+) -> Option<T> {
+    let deadline = Instant::now() + timeout;
+    loop {
+        if let Some(v) = f().await {
+            return Some(v);
+        }
+        if Instant::now() >= deadline {
+            return None;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+}
+
+/// GET a JSON document from a node's HTTP API.
+pub(crate) async fn get_json(base: &str, path: &str) -> Value {
+    http_json("GET", base, path, None).await
+}
+
+/// Minimal HTTP/1.1 client (one request per connection) for the node's JSON API.
+pub(crate) async fn http_json(method: &str, base: &str, path: &str, body: Option<&str>) -> Value {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let host = base.trim_start_matches("http://");
+    let mut s = tokio::net::TcpStream::connect(host).await.unwrap();
+    let body = body.unwrap_or("");
+    let req = format!(
+        "{method} {path} HTTP/1.1\r\nHost: {host}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    s.write_all(req.as_bytes()).await.unwrap();
+    let mut out = Vec::new();
+    s.read_to_end(&mut out).await.unwrap();
+    let text = String::from_utf8(out).unwrap();
+    let (_, body) = text.split_once("\r\n\r\n").unwrap();
+    serde_json::from_str(body).unwrap_or(Value::Null)
+}
+
+/// Peer IDs present in `channel` according to a node.
+pub(crate) async fn peer_ids(node_http: &str, channel: &str) -> Vec<String> {
+    let v = get_json(node_http, &format!("/agh/v0/peers?channel={channel}")).await;
+    v["peers"]
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .map(|p| p["peer_id"].as_str().unwrap_or_default().to_owned())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Nodes a node is connected to.
+pub(crate) async fn connected(node_http: &str) -> Vec<String> {
+    let v = get_json(node_http, "/status").await;
+    v["connected"]
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .map(|p| p.as_str().unwrap_or_default().to_owned())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// An agent connected to a node's AGH face.
+pub(crate) struct Agent {
+    pub(crate) peer_id: String,
+    pub(crate) channel: String,
+    ws: Ws,
+    seq: u64,
+}
+
+impl Agent {
+    pub(crate) async fn connect(agh_url: &str, peer_id: &str, channel: &str) -> Self {
+        let (ws, _) = tokio_tungstenite::connect_async(agh_url)
+            .await
+            .expect("ws connects");
+        Self {
+            peer_id: peer_id.to_owned(),
+            channel: channel.to_owned(),
+            ws,
+            seq: 0,
+        }
+    }
+
+    pub(crate) fn next_id(&mut self) -> String {
+        self.seq += 1;
+        format!("{}-{}-{}", self.peer_id, now(), self.seq)
+    }
+
+    /// An envelope from this agent.
+    pub(crate) fn envelope(&mut self, kind: &str, to: Option<&str>, body: Value) -> Value {
+        json!({
+            "protocol": "agh-network/v0",
+            "id": self.next_id(),
+            "kind": kind,
+            "channel": self.channel,
+            "from": self.peer_id,
+            "to": to,
+            "ts": now(),
+            "body": body,
+            "proof": null,
+        })
+    }
+
+    pub(crate) async fn send(&mut self, envelope: &Value) {
+        self.ws
+            .send(Message::Text(envelope.to_string().into()))
+            .await
+            .unwrap();
+    }
+
+    pub(crate) async fn greet(&mut self, capabilities: &[&str]) {
+        let env = self.envelope(
+            "greet",
+            None,
+            json!({"peer_card": {
+                "peer_id": self.peer_id,
+                "profiles_supported": ["agh-network/v0"],
+                "capabilities": capabilities,
+                "artifacts_supported": ["capability"],
+                "trust_modes_supported": ["unverified"],
+            }}),
+        );
+        self.send(&env).await;
+    }
+
+    /// The next frame matching `pred`, within `timeout`.
+    pub(crate) async fn expect(
+        &mut self,
+        timeout: Duration,
+        pred: impl Fn(&Value) -> bool,
+    ) -> Option<Value> {
+        let deadline = tokio::time::Instant::now() + timeout;
+        loop {
+            let msg = tokio::time::timeout_at(deadline, self.ws.next())
+                .await
+                .ok()??
+                .ok()?;
+            if let Message::Text(t) = msg {
+                let v: Value = serde_json::from_str(t.as_str()).ok()?;
+                if pred(&v) {
+                    return Some(v);
+                }
+            }
+        }
+    }
+
+    pub(crate) async fn close(mut self) {
+        let _ = self.ws.close(None).await;
+    }
+}
