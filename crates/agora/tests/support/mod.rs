@@ -2,7 +2,12 @@
 //! speak AGH over the node's WebSocket face. Nothing here sleeps to synchronise: every wait polls
 //! a condition until a deadline.
 
-#![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
+#![allow(
+    dead_code,
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::needless_pass_by_value
+)]
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
