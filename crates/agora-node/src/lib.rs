@@ -136,16 +136,22 @@ pub async fn run_until(
         }
     });
 
+    let agh_addr = local_addr("agh", &agh_listener, config.agh_listen)?;
+    let http_addr = local_addr("http", &http_listener, config.http_listen)?;
+    let faces = vec![
+        ("agh", format!("ws://{agh_addr}/agh/v0")),
+        ("http", format!("http://{http_addr}")),
+    ];
+    for (face, addr) in &faces {
+        announce(face, addr);
+    }
     let state = server::AppState {
         agh: agh_tx,
         mesh: mesh_tx,
         conn_ids: Arc::new(AtomicU64::new(1)),
         started,
+        faces: Arc::new(faces),
     };
-    let agh_addr = local_addr("agh", &agh_listener, config.agh_listen)?;
-    let http_addr = local_addr("http", &http_listener, config.http_listen)?;
-    announce("agh", &format!("ws://{agh_addr}/agh/v0"));
-    announce("http", &format!("http://{http_addr}"));
 
     let (stop_tx, _) = tokio::sync::broadcast::channel::<()>(1);
     let serve = |listener: TcpListener, app: axum::Router, face: &'static str, addr| {

@@ -43,6 +43,8 @@ pub struct AppState {
     pub conn_ids: Arc<AtomicU64>,
     /// Node start time.
     pub started: Instant,
+    /// The faces this node serves (`agh` → `ws://…/agh/v0`, `http` → `http://…`).
+    pub faces: Arc<Vec<(&'static str, String)>>,
 }
 
 impl AppState {
@@ -155,6 +157,7 @@ async fn status(State(state): State<AppState>) -> Response {
         "peer_id": mesh.peer_id,
         "uptime_secs": state.started.elapsed().as_secs(),
         "listen": mesh.listen,
+        "faces": state.faces.iter().cloned().collect::<std::collections::BTreeMap<_, _>>(),
         "connected": mesh.connected,
         "topics": mesh.topics,
         "agh": agh,

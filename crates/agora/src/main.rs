@@ -8,6 +8,7 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 
 mod agh;
+mod client;
 mod input;
 mod node;
 
@@ -26,6 +27,43 @@ enum Command {
     Agh(agh::AghCommand),
     /// Run a node: the AGH face for agents, the HTTP API, and the peer-to-peer mesh.
     Node(node::NodeArgs),
+    /// Show a running node's identity, listeners, neighbours and counters.
+    Status {
+        #[command(flatten)]
+        opts: client::ClientOpts,
+    },
+    /// List the peers a node knows (local and remote).
+    Peers {
+        #[command(flatten)]
+        opts: client::ClientOpts,
+        /// Only this channel.
+        #[arg(long)]
+        channel: Option<String>,
+    },
+    /// Ask who is in a channel (AGH whois), optionally with full capability catalogs.
+    Whois {
+        #[command(flatten)]
+        opts: client::ClientOpts,
+        #[command(flatten)]
+        args: client::WhoisArgs,
+    },
+    /// Say something to a channel.
+    Say {
+        #[command(flatten)]
+        opts: client::ClientOpts,
+        #[command(flatten)]
+        args: client::SayArgs,
+    },
+    /// Hand work to a peer (a direct in an interaction) and follow its receipts and traces.
+    Send {
+        #[command(flatten)]
+        opts: client::ClientOpts,
+        #[command(flatten)]
+        args: client::SendArgs,
+    },
+    /// Manage local capability catalogs.
+    #[command(subcommand)]
+    Capability(client::CapabilityCommand),
 }
 
 fn main() -> ExitCode {
@@ -33,5 +71,11 @@ fn main() -> ExitCode {
     match cli.command {
         Command::Agh(cmd) => agh::run(cmd),
         Command::Node(args) => node::run(args),
+        Command::Status { opts } => client::block_on(client::status(opts)),
+        Command::Peers { opts, channel } => client::block_on(client::peers(opts, channel)),
+        Command::Whois { opts, args } => client::block_on(client::whois(opts, args)),
+        Command::Say { opts, args } => client::block_on(client::say(opts, args)),
+        Command::Send { opts, args } => client::block_on(client::send(opts, args)),
+        Command::Capability(command) => client::block_on(client::capability(command)),
     }
 }
