@@ -173,6 +173,8 @@ pub struct Accepted {
     pub kind: Kind,
     /// Channel.
     pub channel: String,
+    /// Target peer, for directed envelopes.
+    pub to: Option<String>,
     /// What was done with it.
     pub handling: Handling,
     /// Lifecycle outcome.
@@ -310,7 +312,41 @@ impl<O: Clone + PartialEq, R: Clone> Router<O, R> {
     /// Processes an envelope sent by a local agent (`owner`) at `now`: validates it, checks that
     /// its sender is a peer this owner holds (a `greet` registers it), that a directed target is
     /// present and that the lifecycle allows it, then says where to publish it.
+    ///
+    /// A `direct` that is refused also gets the automatic receipt its target would have sent
+    /// (`expired`, `duplicate`, or `rejected` with the reason), delivered back to the sender, so
+    /// that an agent handles refusals by the node and by remote receivers the same way.
     pub fn send(
+        &mut self,
+        bytes: &[u8],
+        owner: &O,
+        now: i64,
+        ids: &mut impl IdSource,
+    ) -> Effects<R> {
+        let target = RawEnvelope::parse_deferring_body(bytes)
+            .ok()
+            .as_ref()
+            .and_then(AutoReceiptTarget::from_raw);
+        let mut fx = self.send_checked(bytes, owner, now, ids);
+        if let (Err(e), Some(t)) = (&fx.result, target)
+            && self
+                .presence
+                .local(&t.channel, &t.from)
+                .is_some_and(|p| p.owner == *owner)
+        {
+            let (status, reason) = match e.reason() {
+                ReasonCode::Expired => (ReceiptStatus::Expired, ReasonCode::Expired),
+                ReasonCode::Duplicate => (ReceiptStatus::Duplicate, ReasonCode::Duplicate),
+                other => (ReceiptStatus::Rejected, other),
+            };
+            let back = Route::Local(t.from.clone());
+            fx.replies
+                .push(t.receipt_via(status, reason, back, now, ids));
+        }
+        fx
+    }
+
+    fn send_checked(
         &mut self,
         bytes: &[u8],
         owner: &O,
@@ -563,6 +599,7 @@ impl<O: Clone + PartialEq, R: Clone> Router<O, R> {
             id: env.id.to_string(),
             kind: env.kind,
             channel: env.channel.to_string(),
+            to: env.to.as_deref().map(str::to_owned),
             handling,
             lifecycle,
         });
@@ -706,6 +743,18 @@ impl AutoReceiptTarget {
         now: i64,
         ids: &mut impl IdSource,
     ) -> Reply<R> {
+        self.receipt_via(status, reason, Route::Remote(origin), now, ids)
+    }
+
+    /// The receipt, sent along `route`.
+    fn receipt_via<R>(
+        self,
+        status: ReceiptStatus,
+        reason: ReasonCode,
+        route: Route<R>,
+        now: i64,
+        ids: &mut impl IdSource,
+    ) -> Reply<R> {
         let body = ReceiptBody {
             for_id: Cow::Borrowed(&self.id),
             status,
@@ -730,7 +779,7 @@ impl AutoReceiptTarget {
                 proof: None,
                 ext: None,
             },
-            route: Route::Remote(origin),
+            route,
         }
     }
 }

@@ -2289,3 +2289,44 @@ fn interaction_table_full_of_open_interactions_answers_busy() {
     assert_eq!(accepted(&fx).lifecycle, Outcome::Opened);
     assert_eq!(n.router.interactions.len(), 2);
 }
+
+#[test]
+fn refused_direct_from_a_local_agent_comes_back_with_its_receipt() {
+    let mut n = outbound_in(InteractionState::Completed);
+    // More work into the finished interaction: refused, and the sender gets the receipt the
+    // target would have sent.
+    let id = n.fresh("late");
+    let fx = n.send(&direct(&id, REVIEWER, CODER, IID, "one more"), 1);
+    assert_eq!(rejected(&fx), ReasonCode::InteractionClosed);
+    let reply = only_reply(&fx);
+    assert_eq!(reply.route, Route::Local(REVIEWER.to_owned()));
+    let r = json_of(&reply.envelope);
+    assert_eq!(r["kind"], "receipt");
+    assert_eq!(r["from"], CODER);
+    assert_eq!(r["to"], REVIEWER);
+    assert_eq!(r["body"]["status"], "rejected");
+    assert_eq!(r["body"]["reason_code"], "interaction_closed");
+    assert_eq!(r["body"]["for_id"], id.as_str());
+
+    // An expired direct gets an expired receipt; a non-direct gets none.
+    let id = n.fresh("old");
+    let fx = n.send(
+        &direct(&id, REVIEWER, CODER, "int-new", "late").ts(NOW - 1000),
+        1,
+    );
+    assert_eq!(rejected(&fx), ReasonCode::Expired);
+    assert_eq!(
+        json_of(&only_reply(&fx).envelope)["body"]["status"],
+        "expired"
+    );
+    let id = n.fresh("old-say");
+    let fx = n.send(&say(&id, REVIEWER, "late").ts(NOW - 1000), 1);
+    assert_eq!(rejected(&fx), ReasonCode::Expired);
+    assert!(fx.replies.is_empty());
+
+    // A sender that is not a peer of this connection gets no receipt.
+    let id = n.fresh("spoof");
+    let fx = n.send(&direct(&id, REVIEWER, CODER, IID, "x"), 2);
+    assert_eq!(rejected(&fx), ReasonCode::VerificationFailed);
+    assert!(fx.replies.is_empty());
+}

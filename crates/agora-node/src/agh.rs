@@ -21,14 +21,32 @@ use libp2p::gossipsub::MessageAcceptance;
 use serde::Serialize;
 use tokio::sync::{mpsc, oneshot};
 
-use crate::mesh;
 use crate::store::Store;
+use crate::{mesh, nats};
 
 /// Gossip topic prefix of AGH channels.
 pub const TOPIC_PREFIX: &str = "agh/v0/";
 
 /// Frames queued for one agent before it counts as too slow.
 pub const AGENT_QUEUE: usize = 1024;
+
+/// Where a remote peer was learned from, and so where directed envelopes for it go.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Origin {
+    /// A node of the libp2p mesh.
+    Mesh(PeerId),
+    /// The NATS bridge (the reference NATS profile).
+    Nats,
+}
+
+impl std::fmt::Display for Origin {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Mesh(p) => write!(f, "{p}"),
+            Self::Nats => f.write_str("nats"),
+        }
+    }
+}
 
 /// Identifies one local agent connection.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -189,13 +207,29 @@ fn random_ids() -> impl IdSource {
 }
 
 struct Service<I: IdSource> {
-    router: Router<ConnId, PeerId>,
+    router: Router<ConnId, Origin>,
     conns: HashMap<ConnId, mpsc::Sender<Frame>>,
     catalogs: HashMap<String, Catalog>,
     mesh: mpsc::Sender<mesh::Command>,
+    nats: Option<mpsc::Sender<nats::Command>>,
     store: Store,
     ids: I,
     stats: Stats,
+}
+
+/// The channels the AGH service works with.
+#[derive(Debug)]
+pub struct Wiring {
+    /// Requests from the faces.
+    pub inputs: mpsc::Receiver<Input>,
+    /// Events from the mesh.
+    pub mesh_events: mpsc::Receiver<mesh::Event>,
+    /// Commands to the mesh.
+    pub mesh: mpsc::Sender<mesh::Command>,
+    /// The NATS bridge, when configured: commands out, messages in.
+    pub nats: Option<(mpsc::Sender<nats::Command>, mpsc::Receiver<nats::Message>)>,
+    /// Where the mesh's listen addresses are reported.
+    pub listening: mpsc::Sender<libp2p::Multiaddr>,
 }
 
 /// Runs the AGH service until `inputs` closes.
@@ -203,11 +237,19 @@ pub async fn run(
     settings: AghSettings,
     store: Store,
     catalogs: HashMap<String, Catalog>,
-    mut inputs: mpsc::Receiver<Input>,
-    mut mesh_events: mpsc::Receiver<mesh::Event>,
-    mesh: mpsc::Sender<mesh::Command>,
-    listening: mpsc::Sender<libp2p::Multiaddr>,
+    wiring: Wiring,
 ) {
+    let Wiring {
+        mut inputs,
+        mut mesh_events,
+        mesh,
+        nats,
+        listening,
+    } = wiring;
+    let (nats, mut nats_messages) = match nats {
+        Some((tx, rx)) => (Some(tx), Some(rx)),
+        None => (None, None),
+    };
     let interval = settings.greet_interval;
     let mut svc = Service {
         router: Router::new(RouterConfig {
@@ -218,6 +260,7 @@ pub async fn run(
         conns: HashMap::new(),
         catalogs,
         mesh,
+        nats,
         store,
         ids: random_ids(),
         stats: Stats::default(),
@@ -238,13 +281,37 @@ pub async fn run(
                 }
                 svc.mesh_event(event).await;
             }
+            message = next_nats(&mut nats_messages) => {
+                match message {
+                    Some(m) => svc.nats_message(m).await,
+                    None => nats_messages = None,
+                }
+            }
             _ = ticker.tick() => svc.announce().await,
             _ = sweep.tick() => { svc.router.presence.sweep(unix_now()); }
         }
     }
 }
 
+/// The next NATS message, or never when there is no bridge.
+async fn next_nats(rx: &mut Option<mpsc::Receiver<nats::Message>>) -> Option<nats::Message> {
+    match rx {
+        Some(rx) => rx.recv().await,
+        None => std::future::pending().await,
+    }
+}
+
 impl<I: IdSource> Service<I> {
+    async fn nats_message(&mut self, m: nats::Message) {
+        let fx = self
+            .router
+            .receive(&m.payload, Origin::Nats, unix_now(), &mut self.ids);
+        self.count(&fx);
+        // Traffic from NATS is delivered here only; generated replies (receipts, whois
+        // answers) go back over NATS.
+        self.execute(fx, Some(&m.payload)).await;
+    }
+
     async fn input(&mut self, input: Input) {
         match input {
             Input::Connect { conn, frames } => {
@@ -327,6 +394,15 @@ impl<I: IdSource> Service<I> {
             .mesh
             .send(mesh::Command::Subscribe(format!("{TOPIC_PREFIX}{channel}")))
             .await;
+        if let Some(nats) = &self.nats {
+            let subjects = [
+                agora_agh::broadcast_subject(channel),
+                agora_agh::direct_subject(channel, &peer_id),
+            ];
+            for subject in subjects.into_iter().flatten() {
+                let _ = nats.send(nats::Command::Subscribe(subject)).await;
+            }
+        }
     }
 
     async fn mesh_event(&mut self, event: mesh::Event) {
@@ -338,7 +414,7 @@ impl<I: IdSource> Service<I> {
                 id,
                 propagation_source,
             } => {
-                let origin = source.unwrap_or(propagation_source);
+                let origin = Origin::Mesh(source.unwrap_or(propagation_source));
                 let acceptance = if topic.starts_with(TOPIC_PREFIX) {
                     let fx = self
                         .router
@@ -364,7 +440,9 @@ impl<I: IdSource> Service<I> {
                 data,
                 channel,
             } => {
-                let fx = self.router.receive(&data, peer, unix_now(), &mut self.ids);
+                let fx = self
+                    .router
+                    .receive(&data, Origin::Mesh(peer), unix_now(), &mut self.ids);
                 self.count(&fx);
                 let v = Verdict::of(&fx.result);
                 let response = serde_json::to_vec(&v).unwrap_or_default();
@@ -386,7 +464,7 @@ impl<I: IdSource> Service<I> {
         }
     }
 
-    fn count(&mut self, fx: &Effects<PeerId>) {
+    fn count(&mut self, fx: &Effects<Origin>) {
         if fx.result.is_ok() {
             self.stats.received += 1;
         } else {
@@ -398,20 +476,17 @@ impl<I: IdSource> Service<I> {
         let now = unix_now();
         let replies = self.router.announcements(now, &mut self.ids);
         for reply in replies {
-            self.route(
-                reply.route,
-                &reply.envelope.channel,
-                reply.envelope.to_json().into_bytes(),
-            )
-            .await;
+            let bytes = reply.envelope.to_json().into_bytes();
+            self.route(reply.route, &reply.envelope.channel, None, bytes)
+                .await;
         }
     }
 
     /// Carries out a router's effects. `original` is the envelope the effects are about.
-    async fn execute(&mut self, fx: Effects<PeerId>, original: Option<&[u8]>) {
-        let channel = match &fx.result {
-            Ok(a) => Some(a.channel.clone()),
-            Err(_) => None,
+    async fn execute(&mut self, fx: Effects<Origin>, original: Option<&[u8]>) {
+        let (channel, to) = match &fx.result {
+            Ok(a) => (Some(a.channel.clone()), a.to.clone()),
+            Err(_) => (None, None),
         };
         if let (Some(original), Some(channel)) = (original, &channel) {
             let text = String::from_utf8_lossy(original).into_owned();
@@ -423,12 +498,13 @@ impl<I: IdSource> Service<I> {
                     Some(env) => env.to_json().into_bytes(),
                     None => original.to_vec(),
                 };
-                self.route(route, channel, bytes).await;
+                self.route(route, channel, to.as_deref(), bytes).await;
             }
         }
         for reply in fx.replies {
             let bytes = reply.envelope.to_json().into_bytes();
-            self.route(reply.route, &reply.envelope.channel, bytes)
+            let to = reply.envelope.to.as_deref().map(str::to_owned);
+            self.route(reply.route, &reply.envelope.channel, to.as_deref(), bytes)
                 .await;
         }
         for refused in fx.refused {
@@ -436,13 +512,30 @@ impl<I: IdSource> Service<I> {
         }
     }
 
-    async fn route(&mut self, route: Route<PeerId>, channel: &str, bytes: Vec<u8>) {
+    /// Sends an envelope along `route`; `to` is its target (for NATS peer subjects).
+    async fn route(
+        &mut self,
+        route: Route<Origin>,
+        channel: &str,
+        to: Option<&str>,
+        bytes: Vec<u8>,
+    ) {
         match route {
             Route::Local(peer) => {
                 let text = String::from_utf8_lossy(&bytes).into_owned();
                 self.deliver_local(channel, &peer, text);
             }
             Route::Broadcast => {
+                if let Some(nats) = &self.nats
+                    && let Ok(subject) = agora_agh::broadcast_subject(channel)
+                {
+                    let _ = nats
+                        .send(nats::Command::Publish {
+                            subject,
+                            payload: bytes.clone(),
+                        })
+                        .await;
+                }
                 let _ = self
                     .mesh
                     .send(mesh::Command::Publish {
@@ -451,7 +544,19 @@ impl<I: IdSource> Service<I> {
                     })
                     .await;
             }
-            Route::Remote(node) => {
+            Route::Remote(Origin::Nats) => {
+                if let (Some(nats), Some(to)) = (&self.nats, to)
+                    && let Ok(subject) = agora_agh::direct_subject(channel, to)
+                {
+                    let _ = nats
+                        .send(nats::Command::Publish {
+                            subject,
+                            payload: bytes,
+                        })
+                        .await;
+                }
+            }
+            Route::Remote(Origin::Mesh(node)) => {
                 let (reply, answer) = oneshot::channel();
                 let _ = self
                     .mesh

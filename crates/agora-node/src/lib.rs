@@ -18,6 +18,7 @@ pub mod agh;
 pub mod config;
 pub mod keys;
 pub mod mesh;
+pub mod nats;
 pub mod server;
 pub mod store;
 
@@ -45,6 +46,14 @@ pub enum NodeError {
     /// The mesh.
     #[error(transparent)]
     Mesh(#[from] mesh::MeshError),
+    /// The NATS bridge is misconfigured.
+    #[error("agh.nats.url {url:?}: {message}")]
+    Nats {
+        /// Configured URL.
+        url: String,
+        /// What is wrong.
+        message: String,
+    },
     /// A listener could not be bound or failed.
     #[error("{face} listener on {addr}: {source}")]
     Listen {
@@ -109,6 +118,19 @@ pub async fn run_until(
     let http_listener = bind("http", config.http_listen).await?;
 
     let mesh_task = tokio::spawn(mesh::run(mesh, mesh_rx, events_tx));
+    let nats = match &config.agh.nats {
+        Some(n) => {
+            let addr = nats::server_addr(&n.url).map_err(|message| NodeError::Nats {
+                url: n.url.clone(),
+                message,
+            })?;
+            let (cmd_tx, cmd_rx) = mpsc::channel(4096);
+            let (msg_tx, msg_rx) = mpsc::channel(4096);
+            tokio::spawn(nats::run(addr, cmd_rx, msg_tx));
+            Some((cmd_tx, msg_rx))
+        }
+        None => None,
+    };
     let agh_task = tokio::spawn(agh::run(
         agh::AghSettings {
             greet_interval: config.greet_interval,
@@ -119,10 +141,13 @@ pub async fn run_until(
         },
         store.clone(),
         catalogs,
-        agh_rx,
-        events_rx,
-        mesh_tx.clone(),
-        listening_tx,
+        agh::Wiring {
+            inputs: agh_rx,
+            mesh_events: events_rx,
+            mesh: mesh_tx.clone(),
+            nats,
+            listening: listening_tx,
+        },
     ));
 
     // The p2p listener reports its address asynchronously; print it before the others so that

@@ -72,7 +72,10 @@ pub(crate) fn exit(result: Outcome) -> ExitCode {
 }
 
 pub(crate) fn block_on(fut: impl Future<Output = Outcome>) -> ExitCode {
-    match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+    match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
         Ok(rt) => exit(rt.block_on(fut)),
         Err(e) => exit(Err(usage(format!("cannot start the async runtime: {e}")))),
     }
@@ -85,7 +88,12 @@ struct Response {
 }
 
 /// One HTTP/1.1 request (no keep-alive) to the node's JSON API.
-async fn request(node: &str, method: &str, path: &str, body: Option<&str>) -> Result<Response, Failure> {
+async fn request(
+    node: &str,
+    method: &str,
+    path: &str,
+    body: Option<&str>,
+) -> Result<Response, Failure> {
     let host = node
         .strip_prefix("http://")
         .ok_or_else(|| usage(format!("--node must be an http:// URL, got {node:?}")))?
@@ -146,9 +154,10 @@ async fn get_ok(opts: &ClientOpts, path: &str) -> Result<Value, Failure> {
 }
 
 fn api_error(r: &Response) -> String {
-    r.body["error"]
-        .as_str()
-        .map_or_else(|| format!("the node answered HTTP {}", r.status), str::to_owned)
+    r.body["error"].as_str().map_or_else(
+        || format!("the node answered HTTP {}", r.status),
+        str::to_owned,
+    )
 }
 
 fn print_json(v: &Value) {
@@ -182,7 +191,12 @@ fn table(headers: &[&str], rows: &[Vec<String>]) {
 
 fn strings(v: &Value) -> String {
     v.as_array()
-        .map(|a| a.iter().filter_map(Value::as_str).collect::<Vec<_>>().join(","))
+        .map(|a| {
+            a.iter()
+                .filter_map(Value::as_str)
+                .collect::<Vec<_>>()
+                .join(",")
+        })
         .unwrap_or_default()
 }
 
@@ -194,17 +208,29 @@ pub(crate) async fn status(opts: ClientOpts) -> Outcome {
     }
     let agh = &v["agh"];
     let rows = vec![
-        vec!["peer id".into(), v["peer_id"].as_str().unwrap_or_default().into()],
+        vec![
+            "peer id".into(),
+            v["peer_id"].as_str().unwrap_or_default().into(),
+        ],
         vec!["uptime".into(), format!("{} s", v["uptime_secs"])],
         vec!["listen".into(), strings(&v["listen"])],
-        vec!["agh face".into(), v["faces"]["agh"].as_str().unwrap_or_default().into()],
-        vec!["connected nodes".into(), v["connected"].as_array().map_or(0, Vec::len).to_string()],
+        vec![
+            "agh face".into(),
+            v["faces"]["agh"].as_str().unwrap_or_default().into(),
+        ],
+        vec![
+            "connected nodes".into(),
+            v["connected"].as_array().map_or(0, Vec::len).to_string(),
+        ],
         vec!["local peers".into(), agh["local_peers"].to_string()],
         vec!["remote peers".into(), agh["remote_peers"].to_string()],
         vec!["interactions".into(), agh["interactions"].to_string()],
         vec![
             "envelopes".into(),
-            format!("{} sent, {} received, {} rejected", agh["sent"], agh["received"], agh["rejected"]),
+            format!(
+                "{} sent, {} received, {} rejected",
+                agh["sent"], agh["received"], agh["rejected"]
+            ),
         ],
     ];
     table(&["FIELD", "VALUE"], &rows);
@@ -230,12 +256,17 @@ pub(crate) async fn peers(opts: ClientOpts, channel: Option<String>) -> Outcome 
                 p["channel"].as_str().unwrap_or_default().to_owned(),
                 p["peer_id"].as_str().unwrap_or_default().to_owned(),
                 p["presence"].as_str().unwrap_or_default().to_owned(),
-                p["expires_in"].as_i64().map_or_else(|| "-".into(), |s| format!("{s}s")),
+                p["expires_in"]
+                    .as_i64()
+                    .map_or_else(|| "-".into(), |s| format!("{s}s")),
                 strings(&p["peer_card"]["capabilities"]),
             ]
         })
         .collect();
-    table(&["CHANNEL", "PEER", "PRESENCE", "EXPIRES", "CAPABILITIES"], &rows);
+    table(
+        &["CHANNEL", "PEER", "PRESENCE", "EXPIRES", "CAPABILITIES"],
+        &rows,
+    );
     Ok(())
 }
 
@@ -253,7 +284,9 @@ fn random_hex(n: usize) -> String {
 
 /// A short-lived agent on the node's AGH face.
 struct Session {
-    ws: tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>,
+    ws: tokio_tungstenite::WebSocketStream<
+        tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>,
+    >,
     peer_id: String,
     channel: String,
     seq: u32,
@@ -294,6 +327,7 @@ impl Session {
         Ok(s)
     }
 
+    #[allow(clippy::needless_pass_by_value)] // bodies are built in place by the callers
     fn envelope(&mut self, kind: &str, to: Option<&str>, body: Value) -> Value {
         self.seq += 1;
         json!({
@@ -319,7 +353,10 @@ impl Session {
     /// The next frame within `deadline`; `None` at the deadline or when the node closes.
     async fn next(&mut self, deadline: tokio::time::Instant) -> Option<Value> {
         loop {
-            let msg = tokio::time::timeout_at(deadline, self.ws.next()).await.ok()??.ok()?;
+            let msg = tokio::time::timeout_at(deadline, self.ws.next())
+                .await
+                .ok()??
+                .ok()?;
             if let Message::Text(t) = msg
                 && let Ok(v) = serde_json::from_str::<Value>(t.as_str())
             {
@@ -401,7 +438,13 @@ pub(crate) async fn whois(opts: ClientOpts, args: WhoisArgs) -> Outcome {
                     .as_array()
                     .map(|c| {
                         c.iter()
-                            .map(|e| format!("{}: {}", e["id"].as_str().unwrap_or(""), e["summary"].as_str().unwrap_or("")))
+                            .map(|e| {
+                                format!(
+                                    "{}: {}",
+                                    e["id"].as_str().unwrap_or(""),
+                                    e["summary"].as_str().unwrap_or("")
+                                )
+                            })
                             .collect::<Vec<_>>()
                             .join("; ")
                     })
@@ -439,7 +482,9 @@ pub(crate) async fn say(opts: ClientOpts, args: SayArgs) -> Outcome {
     if !agora_agh::grammar::is_channel(&args.channel) {
         return Err(usage(format!("{:?} is not a channel name", args.channel)));
     }
-    let peer = args.peer.unwrap_or_else(|| format!("agora-cli.{}", random_hex(4)));
+    let peer = args
+        .peer
+        .unwrap_or_else(|| format!("agora-cli.{}", random_hex(4)));
     let id = format!("{peer}-{}", random_hex(8));
     let card = json!({"peer_id": peer, "profiles_supported": ["agh-network/v0"], "capabilities": [],
                       "artifacts_supported": ["capability"], "trust_modes_supported": []});
@@ -461,7 +506,11 @@ pub(crate) async fn say(opts: ClientOpts, args: SayArgs) -> Outcome {
         }
         Ok(())
     } else if r.body["results"].is_array() {
-        let v = if r.body["results"][0]["ok"] == false { &r.body["results"][0] } else { verdict };
+        let v = if r.body["results"][0]["ok"] == false {
+            &r.body["results"][0]
+        } else {
+            verdict
+        };
         Err(refused(format!(
             "the node refused the message: {} ({})",
             v["reason"].as_str().unwrap_or("?"),
@@ -517,9 +566,21 @@ pub(crate) async fn send(opts: ClientOpts, args: SendArgs) -> Outcome {
                 v["body"]["state"].as_str().unwrap_or("").to_owned(),
                 v["body"]["message"].as_str().unwrap_or("").to_owned(),
             ),
-            _ => (String::new(), v["body"]["text"].as_str().unwrap_or("").to_owned()),
+            _ => (
+                String::new(),
+                v["body"]["text"].as_str().unwrap_or("").to_owned(),
+            ),
         };
-        finished = matches!(state.as_str(), "completed" | "failed" | "canceled" | "rejected" | "expired" | "duplicate" | "unsupported");
+        finished = matches!(
+            state.as_str(),
+            "completed"
+                | "failed"
+                | "canceled"
+                | "rejected"
+                | "expired"
+                | "duplicate"
+                | "unsupported"
+        );
         if opts.json {
             println!("{v}");
         } else {
@@ -532,7 +593,10 @@ pub(crate) async fn send(opts: ClientOpts, args: SendArgs) -> Outcome {
     }
     s.close().await;
     if events.is_empty() {
-        return Err(refused(format!("no answer from {} within {} s", args.to, args.wait)));
+        return Err(refused(format!(
+            "no answer from {} within {} s",
+            args.to, args.wait
+        )));
     }
     if !finished && !opts.json {
         println!("(the interaction is still open after {} s)", args.wait);
@@ -550,16 +614,25 @@ pub(crate) async fn capability(cmd: CapabilityCommand) -> Outcome {
     } else {
         std::fs::read_to_string(&file).map_err(|e| usage(format!("{}: {e}", file.display())))?
     };
-    let doc: Value = serde_json::from_str(&text).map_err(|e| usage(format!("{}: {e}", file.display())))?;
+    let doc: Value =
+        serde_json::from_str(&text).map_err(|e| usage(format!("{}: {e}", file.display())))?;
     let peer = peer
         .or_else(|| doc["peer_id"].as_str().map(str::to_owned))
-        .ok_or_else(|| usage("say whose catalog this is: --as PEER_ID, or \"peer_id\" in the file"))?;
+        .ok_or_else(|| {
+            usage("say whose catalog this is: --as PEER_ID, or \"peer_id\" in the file")
+        })?;
     let catalog = if doc.is_object() && doc.get("peer_id").is_some() {
         json!({ "capabilities": doc["capabilities"] }).to_string()
     } else {
         text
     };
-    let r = request(&opts.node, "PUT", &format!("/agh/v0/catalogs/{peer}"), Some(&catalog)).await?;
+    let r = request(
+        &opts.node,
+        "PUT",
+        &format!("/agh/v0/catalogs/{peer}"),
+        Some(&catalog),
+    )
+    .await?;
     if r.status != 200 {
         return Err(refused(api_error(&r)));
     }

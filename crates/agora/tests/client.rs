@@ -74,26 +74,57 @@ async fn cli_client_against_two_nodes_and_a_restart() {
     )
     .unwrap();
     let published = json_out(&agora(&[
-        "capability", "publish", catalog.to_str().unwrap(), "--node", &b.http, "--json",
+        "capability",
+        "publish",
+        catalog.to_str().unwrap(),
+        "--node",
+        &b.http,
+        "--json",
     ]));
     assert_eq!(published["capabilities"], json!(["test.run", "test.flaky"]));
     let mut tester = Agent::connect(&b.agh, "tester.sess-1", CH).await;
     tester.greet(&[]).await;
     eventually(Duration::from_secs(5), async || {
-        peer_ids(&a_http, CH).await.iter().any(|p| p == "tester.sess-1").then_some(())
+        peer_ids(&a_http, CH)
+            .await
+            .iter()
+            .any(|p| p == "tester.sess-1")
+            .then_some(())
     })
     .await
     .expect("A sees tester");
 
     // peers on A shows tester as remote, with the brief projection of its catalog.
-    let peers = json_out(&agora(&["peers", "--node", &a.http, "--channel", CH, "--json"]));
-    let t = peers["peers"].as_array().unwrap().iter().find(|p| p["peer_id"] == "tester.sess-1").unwrap();
+    let peers = json_out(&agora(&[
+        "peers",
+        "--node",
+        &a.http,
+        "--channel",
+        CH,
+        "--json",
+    ]));
+    let t = peers["peers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["peer_id"] == "tester.sess-1")
+        .unwrap();
     assert_eq!(t["presence"], "remote");
-    assert_eq!(t["peer_card"]["capabilities"], json!(["test.run", "test.flaky"]));
+    assert_eq!(
+        t["peer_card"]["capabilities"],
+        json!(["test.run", "test.flaky"])
+    );
 
     // whois by capability with the rich catalog.
     let answers = json_out(&agora(&[
-        "whois", "--node", &a.http, "--channel", CH, "test.run", "--catalog", "--json",
+        "whois",
+        "--node",
+        &a.http,
+        "--channel",
+        CH,
+        "test.run",
+        "--catalog",
+        "--json",
     ]));
     let ans = &answers["answers"][0];
     assert_eq!(ans["from"], "tester.sess-1");
@@ -104,12 +135,38 @@ async fn cli_client_against_two_nodes_and_a_restart() {
         .map(|e| e["id"].as_str().unwrap())
         .collect();
     assert_eq!(ids, ["test.run", "test.flaky"]);
-    let none = agora(&["whois", "--node", &a.http, "--channel", CH, "no.such.thing", "--wait", "0.5"]);
-    assert_eq!(none.status.code(), Some(1), "nobody answers an unmatched query");
+    let none = agora(&[
+        "whois",
+        "--node",
+        &a.http,
+        "--channel",
+        CH,
+        "no.such.thing",
+        "--wait",
+        "0.5",
+    ]);
+    assert_eq!(
+        none.status.code(),
+        Some(1),
+        "nobody answers an unmatched query"
+    );
 
     // say reaches tester.
-    let said = agora(&["say", "--node", &a.http, "--channel", CH, "--as", "cli.alice", "hello tester"]);
-    assert!(said.status.success(), "{}", String::from_utf8_lossy(&said.stderr));
+    let said = agora(&[
+        "say",
+        "--node",
+        &a.http,
+        "--channel",
+        CH,
+        "--as",
+        "cli.alice",
+        "hello tester",
+    ]);
+    assert!(
+        said.status.success(),
+        "{}",
+        String::from_utf8_lossy(&said.stderr)
+    );
     let heard = tester
         .expect(Duration::from_secs(5), |v| v["kind"] == "say")
         .await
@@ -119,9 +176,23 @@ async fn cli_client_against_two_nodes_and_a_restart() {
 
     // send: the CLI hands work to tester and follows the interaction to its end.
     let send = tokio::spawn(agora_async(
-        ["send", "--node", &a.http, "--channel", CH, "--to", "tester.sess-1", "--interaction", "int-cli-1", "--json", "--wait", "10", "run everything"]
-            .map(str::to_owned)
-            .to_vec(),
+        [
+            "send",
+            "--node",
+            &a.http,
+            "--channel",
+            CH,
+            "--to",
+            "tester.sess-1",
+            "--interaction",
+            "int-cli-1",
+            "--json",
+            "--wait",
+            "10",
+            "run everything",
+        ]
+        .map(str::to_owned)
+        .to_vec(),
     ));
     let direct = tester
         .expect(Duration::from_secs(10), |v| v["kind"] == "direct")
@@ -129,15 +200,25 @@ async fn cli_client_against_two_nodes_and_a_restart() {
         .expect("tester receives the direct");
     let requester = direct["from"].as_str().unwrap().to_owned();
     for (kind, body) in [
-        ("receipt", json!({"for_id": direct["id"], "status": "accepted"})),
-        ("trace", json!({"state": "completed", "message": "42 passed"})),
+        (
+            "receipt",
+            json!({"for_id": direct["id"], "status": "accepted"}),
+        ),
+        (
+            "trace",
+            json!({"state": "completed", "message": "42 passed"}),
+        ),
     ] {
         let mut env = tester.envelope(kind, Some(&requester), body);
         env["interaction_id"] = json!("int-cli-1");
         tester.send(&env).await;
     }
     let out = send.await.unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let lines: Vec<Value> = String::from_utf8_lossy(&out.stdout)
         .lines()
         .map(|l| serde_json::from_str(l).unwrap())
@@ -156,12 +237,25 @@ async fn cli_client_against_two_nodes_and_a_restart() {
     let a_http = a.http.clone();
     let answer = eventually(Duration::from_secs(10), async || {
         let out = agora_async(
-            ["whois", "--node", &a_http, "--channel", CH, "test.flaky", "--catalog", "--json", "--wait", "1"]
-                .map(str::to_owned)
-                .to_vec(),
+            [
+                "whois",
+                "--node",
+                &a_http,
+                "--channel",
+                CH,
+                "test.flaky",
+                "--catalog",
+                "--json",
+                "--wait",
+                "1",
+            ]
+            .map(str::to_owned)
+            .to_vec(),
         )
         .await;
-        out.status.success().then(|| serde_json::from_slice::<Value>(&out.stdout).unwrap())
+        out.status
+            .success()
+            .then(|| serde_json::from_slice::<Value>(&out.stdout).unwrap())
     })
     .await
     .expect("tester answers again after B restarts");

@@ -54,7 +54,19 @@ pub(crate) fn spawn_node(
     greet_interval: u64,
     extra: &[&str],
 ) -> Node {
+    spawn_node_env(data, bootstrap, greet_interval, extra, &[])
+}
+
+/// [`spawn_node`] with extra environment variables.
+pub(crate) fn spawn_node_env(
+    data: &Path,
+    bootstrap: &[&str],
+    greet_interval: u64,
+    extra: &[&str],
+    env: &[(&str, &str)],
+) -> Node {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_agora"));
+    cmd.envs(env.iter().copied());
     cmd.arg("node")
         .arg("--data")
         .arg(data)
@@ -269,5 +281,50 @@ impl Agent {
 
     pub(crate) async fn close(mut self) {
         let _ = self.ws.close(None).await;
+    }
+}
+
+/// A `nats-server` on 127.0.0.1 with a port of its own choosing.
+pub(crate) struct NatsServer {
+    child: Child,
+    pub(crate) url: String,
+}
+
+impl Drop for NatsServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Starts `nats-server` (Debian package `nats-server`; `.ci/run` installs it).
+pub(crate) fn spawn_nats() -> NatsServer {
+    let mut child = Command::new("nats-server")
+        .args(["-a", "127.0.0.1", "-p", "-1"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("nats-server runs (apt-get install nats-server)");
+    let stderr = child.stderr.take().unwrap();
+    let (tx, rx) = std_mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stderr).lines() {
+            let Ok(line) = line else { break };
+            let _ = tx.send(line);
+        }
+    });
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        let line = rx
+            .recv_timeout(left)
+            .expect("nats-server reports its client port");
+        if let Some(addr) = line.split("Listening for client connections on ").nth(1) {
+            return NatsServer {
+                child,
+                url: format!("nats://{}", addr.trim()),
+            };
+        }
     }
 }
