@@ -298,6 +298,8 @@ impl Drop for NatsServer {
 }
 
 /// Starts `nats-server` (Debian package `nats-server`; `.ci/run` installs it).
+// The child is reaped by `NatsServer::drop`; a panic before that is a failing test anyway.
+#[allow(clippy::zombie_processes)]
 pub(crate) fn spawn_nats() -> NatsServer {
     let mut child = Command::new("nats-server")
         .args(["-a", "127.0.0.1", "-p", "-1"])
