@@ -284,19 +284,49 @@ impl Interactions {
         Some((event_of(envelope.kind, body)?, iid))
     }
 
-    /// Forgets finished interactions last updated before `before`; returns how many.
-    pub fn prune_finished(&mut self, before: i64) -> usize {
-        let mut removed = 0;
-        for map in self.by_channel.values_mut() {
-            map.retain(|_, i| {
+    /// Forgets finished interactions last updated before `before`; returns their
+    /// `(channel, interaction_id)` keys.
+    pub fn prune_finished(&mut self, before: i64) -> Vec<(String, String)> {
+        let mut removed = Vec::new();
+        for (channel, map) in &mut self.by_channel {
+            map.retain(|id, i| {
                 let keep = !(i.state.is_terminal() && i.updated_at < before);
-                removed += usize::from(!keep);
+                if !keep {
+                    removed.push((channel.clone(), id.clone()));
+                }
                 keep
             });
         }
         self.by_channel.retain(|_, m| !m.is_empty());
-        self.len -= removed;
+        self.len -= removed.len();
         removed
+    }
+
+    /// Puts back an interaction loaded from storage (after a restart). Refused with `busy` when
+    /// the table is full of open interactions.
+    pub fn restore(
+        &mut self,
+        channel: &str,
+        interaction_id: &str,
+        interaction: Interaction,
+        now: i64,
+    ) -> Result<(), Rejection> {
+        if self.get(channel, interaction_id).is_none() {
+            self.make_room(now)?;
+            self.len += 1;
+        }
+        self.by_channel
+            .entry(channel.to_owned())
+            .or_default()
+            .insert(interaction_id.to_owned(), interaction);
+        Ok(())
+    }
+
+    /// Every tracked interaction as `(channel, interaction_id, interaction)`.
+    pub fn iter(&self) -> impl Iterator<Item = (&str, &str, &Interaction)> {
+        self.by_channel
+            .iter()
+            .flat_map(|(c, m)| m.iter().map(move |(id, i)| (c.as_str(), id.as_str(), i)))
     }
 
     fn make_room(&mut self, now: i64) -> Result<(), Rejection> {

@@ -175,6 +175,8 @@ pub struct Accepted {
     pub channel: String,
     /// Target peer, for directed envelopes.
     pub to: Option<String>,
+    /// Interaction the envelope belongs to.
+    pub interaction_id: Option<String>,
     /// What was done with it.
     pub handling: Handling,
     /// Lifecycle outcome.
@@ -600,6 +602,7 @@ impl<O: Clone + PartialEq, R: Clone> Router<O, R> {
             kind: env.kind,
             channel: env.channel.to_string(),
             to: env.to.as_deref().map(str::to_owned),
+            interaction_id: env.interaction_id.as_deref().map(str::to_owned),
             handling,
             lifecycle,
         });

@@ -14,8 +14,9 @@
 use std::collections::HashMap;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use agora_agh::lifecycle::{Interaction, Outcome};
 use agora_agh::router::{Effects, IdSource, Route, UuidIds};
-use agora_agh::{Catalog, Rejection, Router, RouterConfig, ValidationPolicy};
+use agora_agh::{Catalog, InteractionState, Rejection, Router, RouterConfig, ValidationPolicy};
 use libp2p::PeerId;
 use libp2p::gossipsub::MessageAcceptance;
 use serde::Serialize;
@@ -26,6 +27,33 @@ use crate::{mesh, nats};
 
 /// Gossip topic prefix of AGH channels.
 pub const TOPIC_PREFIX: &str = "agh/v0/";
+
+/// How long a finished interaction is remembered (so late work gets `interaction_closed`).
+pub const FINISHED_RETENTION: Duration = Duration::from_secs(24 * 3600);
+
+/// The stored form of an interaction.
+fn interaction_json(i: &Interaction) -> String {
+    serde_json::json!({
+        "initiator": i.initiator,
+        "target": i.target,
+        "state": i.state.as_str(),
+        "opened_at": i.opened_at,
+        "updated_at": i.updated_at,
+    })
+    .to_string()
+}
+
+/// Reads the stored form of an interaction.
+pub fn parse_interaction(json: &str) -> Option<Interaction> {
+    let v: serde_json::Value = serde_json::from_str(json).ok()?;
+    Some(Interaction {
+        initiator: v["initiator"].as_str()?.to_owned(),
+        target: v["target"].as_str()?.to_owned(),
+        state: InteractionState::from_wire(v["state"].as_str()?)?,
+        opened_at: v["opened_at"].as_i64()?,
+        updated_at: v["updated_at"].as_i64()?,
+    })
+}
 
 /// Frames queued for one agent before it counts as too slow.
 pub const AGENT_QUEUE: usize = 1024;
@@ -180,6 +208,8 @@ pub struct Stats {
 /// Settings of the AGH service.
 #[derive(Clone, Debug)]
 pub struct AghSettings {
+    /// Interactions loaded from the store: `(channel, interaction_id, record)`.
+    pub interactions: Vec<(String, String, Interaction)>,
     /// Greet interval.
     pub greet_interval: Duration,
     /// Validation policy.
@@ -251,6 +281,7 @@ pub async fn run(
         None => (None, None),
     };
     let interval = settings.greet_interval;
+    let restored = settings.interactions;
     let mut svc = Service {
         router: Router::new(RouterConfig {
             policy: settings.policy,
@@ -265,6 +296,13 @@ pub async fn run(
         ids: random_ids(),
         stats: Stats::default(),
     };
+    let now = unix_now();
+    for (channel, iid, i) in restored {
+        if let Err(e) = svc.router.interactions.restore(&channel, &iid, i, now) {
+            tracing::warn!(%channel, %iid, error = %e, "stored interaction not restored");
+        }
+    }
+    let mut pruning = tokio::time::interval(Duration::from_secs(3600));
     let mut ticker = tokio::time::interval(interval);
     ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut sweep = tokio::time::interval(Duration::from_millis(250).min(interval));
@@ -288,6 +326,7 @@ pub async fn run(
                 }
             }
             _ = ticker.tick() => svc.announce().await,
+            _ = pruning.tick() => svc.prune().await,
             _ = sweep.tick() => { svc.router.presence.sweep(unix_now()); }
         }
     }
@@ -307,6 +346,7 @@ impl<I: IdSource> Service<I> {
             .router
             .receive(&m.payload, Origin::Nats, unix_now(), &mut self.ids);
         self.count(&fx);
+        self.persist_lifecycle(&fx).await;
         // Traffic from NATS is delivered here only; generated replies (receipts, whois
         // answers) go back over NATS.
         self.execute(fx, Some(&m.payload)).await;
@@ -370,6 +410,7 @@ impl<I: IdSource> Service<I> {
         } else {
             self.stats.rejected += 1;
         }
+        self.persist_lifecycle(&fx).await;
         match verdict {
             Some(tx) => {
                 let _ = tx.send(v);
@@ -421,6 +462,7 @@ impl<I: IdSource> Service<I> {
                         .receive(&data, origin, unix_now(), &mut self.ids);
                     let acceptance = acceptance_of(&fx.result);
                     self.count(&fx);
+                    self.persist_lifecycle(&fx).await;
                     self.execute(fx, Some(&data)).await;
                     acceptance
                 } else {
@@ -444,6 +486,7 @@ impl<I: IdSource> Service<I> {
                     .router
                     .receive(&data, Origin::Mesh(peer), unix_now(), &mut self.ids);
                 self.count(&fx);
+                self.persist_lifecycle(&fx).await;
                 let v = Verdict::of(&fx.result);
                 let response = serde_json::to_vec(&v).unwrap_or_default();
                 let _ = self
@@ -461,6 +504,34 @@ impl<I: IdSource> Service<I> {
                 self.announce().await;
             }
             mesh::Event::Listening(_) => {}
+        }
+    }
+
+    /// Writes the interaction an accepted envelope opened or moved, so that it survives a restart.
+    async fn persist_lifecycle(&mut self, fx: &Effects<Origin>) {
+        let Ok(a) = &fx.result else { return };
+        if !matches!(a.lifecycle, Outcome::Opened | Outcome::Changed { .. }) {
+            return;
+        }
+        let Some(iid) = a.interaction_id.as_deref() else {
+            return;
+        };
+        let Some(i) = self.router.interactions.get(&a.channel, iid) else {
+            return;
+        };
+        let json = interaction_json(i);
+        if let Err(e) = self.store.put_interaction(&a.channel, iid, &json).await {
+            tracing::error!(error = %e, "cannot persist an interaction");
+        }
+    }
+
+    /// Forgets finished interactions older than [`FINISHED_RETENTION`], in memory and on disk.
+    async fn prune(&mut self) {
+        let before = unix_now() - FINISHED_RETENTION.as_secs() as i64;
+        for (channel, iid) in self.router.interactions.prune_finished(before) {
+            if let Err(e) = self.store.delete_interaction(&channel, &iid).await {
+                tracing::warn!(error = %e, "cannot delete a finished interaction");
+            }
         }
     }
 

@@ -100,6 +100,7 @@ pub async fn run_until(
             message: e.to_string(),
         })??;
     let catalogs = load_catalogs(&store).await?;
+    let interactions = load_interactions(&store).await?;
 
     let mesh = mesh::start(
         &keypair,
@@ -133,6 +134,7 @@ pub async fn run_until(
     };
     let agh_task = tokio::spawn(agh::run(
         agh::AghSettings {
+            interactions,
             greet_interval: config.greet_interval,
             policy: ValidationPolicy {
                 replay_age: config.agh.replay_age,
@@ -247,6 +249,28 @@ async fn load_catalogs(store: &store::Store) -> Result<HashMap<String, Catalog>,
         }
     }
     Ok(out)
+}
+
+async fn load_interactions(
+    store: &store::Store,
+) -> Result<Vec<(String, String, agora_agh::lifecycle::Interaction)>, NodeError> {
+    let s = store.clone();
+    let rows = tokio::task::spawn_blocking(move || s.interactions())
+        .await
+        .map_err(|e| store::StoreError::Db {
+            path: std::path::PathBuf::from(store::DB_FILE),
+            message: e.to_string(),
+        })??;
+    Ok(rows
+        .into_iter()
+        .filter_map(|(channel, iid, json)| match agh::parse_interaction(&json) {
+            Some(i) => Some((channel, iid, i)),
+            None => {
+                tracing::warn!(%channel, %iid, "stored interaction is unreadable; ignored");
+                None
+            }
+        })
+        .collect())
 }
 
 /// Completes on SIGINT or SIGTERM.

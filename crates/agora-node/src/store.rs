@@ -16,11 +16,13 @@ use tokio::sync::{mpsc, oneshot};
 /// File name of the database inside the data directory.
 pub const DB_FILE: &str = "agora.redb";
 /// Current schema version.
-pub const SCHEMA_VERSION: u64 = 1;
+pub const SCHEMA_VERSION: u64 = 2;
 
 const META: TableDefinition<'_, &str, u64> = TableDefinition::new("meta");
 /// Local capability catalogs: Peer ID → catalog JSON (`{"capabilities":[…]}`).
 const CATALOGS: TableDefinition<'_, &str, &str> = TableDefinition::new("agh_catalogs");
+/// AGH interactions: `channel NUL interaction_id` → JSON record.
+const INTERACTIONS: TableDefinition<'_, &str, &str> = TableDefinition::new("agh_interactions");
 
 /// Most writes waiting for the writer thread.
 const WRITE_QUEUE: usize = 1024;
@@ -54,6 +56,13 @@ pub enum StoreError {
 enum Write {
     PutCatalog { peer_id: String, json: String },
     DeleteCatalog { peer_id: String },
+    PutInteraction { key: String, json: String },
+    DeleteInteraction { key: String },
+}
+
+/// Key of an interaction record.
+fn interaction_key(channel: &str, interaction_id: &str) -> String {
+    format!("{channel}\0{interaction_id}")
 }
 
 struct Job {
@@ -128,14 +137,59 @@ impl Store {
         .await
     }
 
+    /// Stores an interaction record (JSON); returns once it is durable.
+    pub async fn put_interaction(
+        &self,
+        channel: &str,
+        interaction_id: &str,
+        json: &str,
+    ) -> Result<(), StoreError> {
+        self.submit(Write::PutInteraction {
+            key: interaction_key(channel, interaction_id),
+            json: json.to_owned(),
+        })
+        .await
+    }
+
+    /// Deletes an interaction record; returns once it is durable.
+    pub async fn delete_interaction(
+        &self,
+        channel: &str,
+        interaction_id: &str,
+    ) -> Result<(), StoreError> {
+        self.submit(Write::DeleteInteraction {
+            key: interaction_key(channel, interaction_id),
+        })
+        .await
+    }
+
+    /// Every stored interaction as `(channel, interaction_id, json)` (a blocking read).
+    pub fn interactions(&self) -> Result<Vec<(String, String, String)>, StoreError> {
+        Ok(self
+            .read_all(INTERACTIONS)?
+            .into_iter()
+            .filter_map(|(k, v)| {
+                let (channel, id) = k.split_once('\0')?;
+                Some((channel.to_owned(), id.to_owned(), v))
+            })
+            .collect())
+    }
+
     /// Every stored catalog, by Peer ID (a blocking read; call it off the async threads).
     pub fn catalogs(&self) -> Result<Vec<(String, String)>, StoreError> {
+        self.read_all(CATALOGS)
+    }
+
+    fn read_all(
+        &self,
+        def: TableDefinition<'_, &str, &str>,
+    ) -> Result<Vec<(String, String)>, StoreError> {
         let err = |e: &dyn std::fmt::Display| StoreError::Db {
             path: (*self.path).clone(),
             message: e.to_string(),
         };
         let txn = self.db.begin_read().map_err(|e| err(&e))?;
-        let table = match txn.open_table(CATALOGS) {
+        let table = match txn.open_table(def) {
             Ok(t) => t,
             Err(redb::TableError::TableDoesNotExist(_)) => return Ok(Vec::new()),
             Err(e) => return Err(err(&e)),
@@ -169,9 +223,16 @@ fn migrate(db: &Database, path: &Path) -> Result<(), StoreError> {
                 });
             }
             Some(v) if v == SCHEMA_VERSION => {}
-            // Version 0 (a fresh file) → 1: create the tables.
-            _ => {
-                txn.open_table(CATALOGS).map_err(|e| err(&e))?;
+            // Migrations, in order: 0 (a fresh file) → 1 creates the catalogs table, 1 → 2 the
+            // interactions table.
+            found => {
+                let from = found.unwrap_or(0);
+                if from < 1 {
+                    txn.open_table(CATALOGS).map_err(|e| err(&e))?;
+                }
+                if from < 2 {
+                    txn.open_table(INTERACTIONS).map_err(|e| err(&e))?;
+                }
                 meta.insert("schema_version", SCHEMA_VERSION)
                     .map_err(|e| err(&e))?;
             }
@@ -210,8 +271,19 @@ fn apply(db: &Database, jobs: &[Job]) -> Result<(), String> {
     let txn = db.begin_write().map_err(|e| e.to_string())?;
     {
         let mut catalogs = txn.open_table(CATALOGS).map_err(|e| e.to_string())?;
+        let mut interactions = txn.open_table(INTERACTIONS).map_err(|e| e.to_string())?;
         for job in jobs {
             match &job.write {
+                Write::PutInteraction { key, json } => {
+                    interactions
+                        .insert(key.as_str(), json.as_str())
+                        .map_err(|e| e.to_string())?;
+                }
+                Write::DeleteInteraction { key } => {
+                    interactions
+                        .remove(key.as_str())
+                        .map_err(|e| e.to_string())?;
+                }
                 Write::PutCatalog { peer_id, json } => {
                     catalogs
                         .insert(peer_id.as_str(), json.as_str())
@@ -259,6 +331,35 @@ mod tests {
         assert_eq!(
             store.catalogs().unwrap(),
             vec![("a.1".to_owned(), r#"{"capabilities":[]}"#.to_owned())]
+        );
+    }
+
+    #[tokio::test]
+    async fn interactions_round_trip_and_schema_is_current() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        store
+            .put_interaction("builders", "int-1", "{\"state\":\"working\"}")
+            .await
+            .unwrap();
+        store
+            .put_interaction("builders", "int-2", "{}")
+            .await
+            .unwrap();
+        store.delete_interaction("builders", "int-2").await.unwrap();
+        assert_eq!(
+            store.interactions().unwrap(),
+            vec![(
+                "builders".into(),
+                "int-1".into(),
+                "{\"state\":\"working\"}".into()
+            )]
+        );
+        let txn = store.db.begin_read().unwrap();
+        let meta = txn.open_table(META).unwrap();
+        assert_eq!(
+            meta.get("schema_version").unwrap().unwrap().value(),
+            SCHEMA_VERSION
         );
     }
 }

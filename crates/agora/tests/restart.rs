@@ -1,0 +1,104 @@
+//! What a node keeps across a restart, and how it stops: SIGTERM shuts it down cleanly, and its
+//! identity, catalogs and interactions survive.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod support;
+
+use std::time::{Duration, Instant};
+
+use serde_json::json;
+use support::{Agent, spawn_node};
+
+const CH: &str = "builders";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn interactions_survive_a_restart_and_sigterm_stops_the_node() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("a");
+    let mut a = spawn_node(&data, &[], 1, &[]);
+    let mut alice = Agent::connect(&a.agh, "alice.sess-1", CH).await;
+    let mut bob = Agent::connect(&a.agh, "bob.sess-1", CH).await;
+    alice.greet(&[]).await;
+    bob.greet(&[]).await;
+
+    // alice hands bob work; bob finishes it.
+    let mut direct = alice.envelope("direct", Some("bob.sess-1"), json!({"text": "do it"}));
+    direct["interaction_id"] = json!("int-keep");
+    // bob may greet after alice's direct is processed; retry until bob is present.
+    let mut delivered = None;
+    for _ in 0..40 {
+        alice.send(&direct).await;
+        if let Some(v) = bob
+            .expect(Duration::from_millis(250), |v| v["kind"] == "direct")
+            .await
+        {
+            delivered = Some(v);
+            break;
+        }
+        direct["id"] = json!(alice.next_id());
+    }
+    delivered.expect("bob receives the direct");
+    let mut done = bob.envelope("trace", Some("alice.sess-1"), json!({"state": "completed"}));
+    done["interaction_id"] = json!("int-keep");
+    bob.send(&done).await;
+    alice
+        .expect(Duration::from_secs(5), |v| v["id"] == done["id"])
+        .await
+        .expect("alice sees completion");
+
+    // SIGTERM: the node exits on its own, successfully.
+    let pid = a.child.id();
+    let status = std::process::Command::new("kill")
+        .args(["-TERM", &pid.to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let exit = loop {
+        if let Some(s) = a.child.try_wait().unwrap() {
+            break s;
+        }
+        assert!(Instant::now() < deadline, "node did not stop after SIGTERM");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    assert!(exit.success(), "graceful shutdown exits 0, got {exit:?}");
+    drop(a);
+
+    // Restart: the finished interaction is still known, so more work into it is refused with
+    // interaction_closed, and alice gets the automatic receipt.
+    let a2 = spawn_node(&data, &[], 1, &[]);
+    let mut alice = Agent::connect(&a2.agh, "alice.sess-1", CH).await;
+    let mut bob = Agent::connect(&a2.agh, "bob.sess-1", CH).await;
+    bob.greet(&[]).await;
+    alice.greet(&[]).await;
+    let mut late = alice.envelope("direct", Some("bob.sess-1"), json!({"text": "one more"}));
+    late["interaction_id"] = json!("int-keep");
+    let mut refused = None;
+    for _ in 0..40 {
+        alice.send(&late).await;
+        let answer = alice
+            .expect(Duration::from_millis(250), |v| v.get("error").is_some())
+            .await;
+        late["id"] = json!(alice.next_id());
+        // `not_found` only means bob's greet has not been processed yet: try again.
+        if let Some(v) = answer.filter(|v| v["error"]["reason"] != "not_found") {
+            refused = Some(v);
+            break;
+        }
+    }
+    let refused = refused.expect("the late direct is refused");
+    assert_eq!(
+        refused["error"]["reason"], "interaction_closed",
+        "{refused}"
+    );
+    let receipt = alice
+        .expect(Duration::from_secs(5), |v| {
+            v["kind"] == "receipt" && v["body"]["reason_code"] == "interaction_closed"
+        })
+        .await
+        .expect("the automatic receipt follows the error frame");
+    assert_eq!(receipt["body"]["status"], "rejected");
+    assert_eq!(receipt["body"]["reason_code"], "interaction_closed");
+    assert_eq!(receipt["from"], "bob.sess-1");
+}
