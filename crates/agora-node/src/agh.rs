@@ -398,7 +398,14 @@ impl<I: IdSource> Service<I> {
     ) {
         let now = unix_now();
         let fx = self.router.send(bytes, &conn, now, &mut self.ids);
-        let v = Verdict::of(&fx.result);
+        let mut v = Verdict::of(&fx.result);
+        if !v.ok {
+            // Name the refused envelope when its id can be read, so the agent can correlate.
+            v.id = agora_agh::RawEnvelope::parse(bytes)
+                .ok()
+                .and_then(|r| r.id.map(|id| id.trim().to_owned()))
+                .filter(|id| !id.is_empty());
+        }
         if fx.result.is_ok() {
             self.stats.sent += 1;
             // A greet registers a local peer: give it its stored catalog and join the channel.

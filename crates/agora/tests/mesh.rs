@@ -134,3 +134,67 @@ async fn three_nodes_in_a_line_discover_and_work_together() {
     .await
     .expect("carol is back on A after C restarts");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn capability_transfer_and_mesh_wide_duplicates() {
+    let dir = tempfile::tempdir().unwrap();
+    let a = spawn_node(&dir.path().join("a"), &[], GREET, &[]);
+    let b = spawn_node(&dir.path().join("b"), &[&a.p2p], GREET, &[]);
+    let c = spawn_node(&dir.path().join("c"), &[&b.p2p], GREET, &[]);
+    let mut alice = Agent::connect(&a.agh, "alice.sess-2", CH).await;
+    let mut carol = Agent::connect(&c.agh, "carol.sess-2", CH).await;
+    alice.greet(&[]).await;
+    carol.greet(&[]).await;
+    let (a_http, c_http) = (a.http.clone(), c.http.clone());
+    eventually(Duration::from_secs(20), async || {
+        let on_a = peer_ids(&a_http, CH).await;
+        let on_c = peer_ids(&c_http, CH).await;
+        (on_a.iter().any(|p| p == "carol.sess-2") && on_c.iter().any(|p| p == "alice.sess-2"))
+            .then_some(())
+    })
+    .await
+    .expect("alice and carol see each other");
+
+    // A capability document with a correct digest crosses the mesh unchanged...
+    let doc = json!({"id": "review-fix", "summary": "Review Fix Flow",
+        "outcome": "A reusable review fix workflow.", "version": "1.0.0",
+        "execution_outline": ["Inspect the issue", "Draft the fix"],
+        "requirements": ["workspace-write"],
+        "digest": "sha256:edb42ce4ca23d905aeeba399001ca6d23420610775ba41ef66e90f47f14dba0d"});
+    let good = alice.envelope("capability", None, json!({"capability": doc}));
+    alice.send(&good).await;
+    let got = carol
+        .expect(Duration::from_secs(5), |v| v["id"] == good["id"])
+        .await
+        .expect("carol receives the capability");
+    assert_eq!(got, good);
+    // ...and one whose digest does not verify is refused before it leaves A.
+    let mut bad_doc = doc.clone();
+    bad_doc["summary"] = json!("Edited after sealing");
+    let bad = alice.envelope("capability", None, json!({"capability": bad_doc}));
+    alice.send(&bad).await;
+    let err = alice
+        .expect(Duration::from_secs(5), |v| v.get("error").is_some())
+        .await
+        .expect("alice gets an error frame");
+    assert_eq!(err["error"]["reason"], "verification_failed");
+    assert_eq!(err["error"]["id"], bad["id"]);
+    assert!(
+        carol
+            .expect(Duration::from_millis(500), |v| v["id"] == bad["id"])
+            .await
+            .is_none(),
+        "the bad capability never reaches carol"
+    );
+
+    // Duplicate ids are refused mesh-wide: carol's node has seen alice's id, so an envelope from
+    // carol reusing it is a duplicate there.
+    let mut reuse = carol.envelope("say", None, json!({"text": "same id, other sender"}));
+    reuse["id"] = good["id"].clone();
+    carol.send(&reuse).await;
+    let err = carol
+        .expect(Duration::from_secs(5), |v| v.get("error").is_some())
+        .await
+        .expect("carol gets an error frame");
+    assert_eq!(err["error"]["reason"], "duplicate");
+}

@@ -1,0 +1,192 @@
+//! End-to-end benchmarks of real `agora node` processes on 127.0.0.1 (bench profile):
+//! - AGH delivery latency (agent → node → mesh → node → agent), p50/p99, across 3 and 20 nodes;
+//! - say-broadcast throughput between two agents on different nodes;
+//! - idle node resident memory and start-up time (process start → all `listening on` lines).
+//!
+//! Run: `cargo bench -p agora --bench mesh` (prints a table; figures go in docs/performance.md).
+//! This is a measurement harness, not a test: it asserts nothing about the numbers.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout)]
+
+#[path = "../tests/support/mod.rs"]
+mod support;
+
+use std::time::{Duration, Instant};
+
+use serde_json::json;
+use support::{Agent, Node, connected, eventually, peer_ids, spawn_node};
+
+const CH: &str = "bench";
+
+fn percentile(sorted: &[Duration], p: f64) -> Duration {
+    if sorted.is_empty() {
+        return Duration::ZERO;
+    }
+    let i = ((sorted.len() - 1) as f64 * p).round() as usize;
+    sorted[i]
+}
+
+/// Starts `n` nodes; node i bootstraps to nodes i-1 and (i-1)/2, giving a connected sparse mesh
+/// (a line for n = 3).
+async fn network(dir: &std::path::Path, n: usize) -> Vec<Node> {
+    let mut nodes: Vec<Node> = Vec::new();
+    for i in 0..n {
+        let mut boot: Vec<String> = Vec::new();
+        if i > 0 {
+            boot.push(nodes[i - 1].p2p.clone());
+            let j = (i - 1) / 2;
+            if i >= 2 && j != i - 1 {
+                boot.push(nodes[j].p2p.clone());
+            }
+        }
+        let boot_refs: Vec<&str> = boot.iter().map(String::as_str).collect();
+        nodes.push(spawn_node(&dir.join(format!("n{i}")), &boot_refs, 2, &[]));
+    }
+    for node in nodes.iter().skip(1) {
+        let http = node.http.clone();
+        eventually(Duration::from_secs(30), async || {
+            (!connected(&http).await.is_empty()).then_some(())
+        })
+        .await
+        .expect("node joins");
+    }
+    nodes
+}
+
+/// One agent per node, all greeted and visible from node 0.
+async fn agents(nodes: &[Node]) -> Vec<Agent> {
+    let mut out = Vec::new();
+    for (i, n) in nodes.iter().enumerate() {
+        let mut a = Agent::connect(&n.agh, &format!("agent.n{i}"), CH).await;
+        a.greet(&[]).await;
+        out.push(a);
+    }
+    let http = nodes[0].http.clone();
+    let want = nodes.len();
+    eventually(Duration::from_secs(60), async || {
+        (peer_ids(&http, CH).await.len() >= want).then_some(())
+    })
+    .await
+    .expect("every agent is visible from node 0");
+    out
+}
+
+/// Latency of `say` from the agent on node 0 to the agents on every other node.
+async fn latency(n: usize, messages: usize) -> (Duration, Duration, usize) {
+    let dir = tempfile::tempdir().unwrap();
+    let nodes = network(dir.path(), n).await;
+    let mut agents = agents(&nodes).await;
+    let mut sender = agents.remove(0);
+    // Warm up the meshes.
+    for _ in 0..20 {
+        let env = sender.envelope("say", None, json!({"text": "warm-up"}));
+        sender.send(&env).await;
+    }
+    for a in &mut agents {
+        while a
+            .expect(Duration::from_millis(300), |v| {
+                v["body"]["text"] == "warm-up"
+            })
+            .await
+            .is_some()
+        {}
+    }
+    let mut samples = Vec::new();
+    for k in 0..messages {
+        let env = sender.envelope("say", None, json!({"text": format!("m{k}")}));
+        let sent = Instant::now();
+        sender.send(&env).await;
+        for a in &mut agents {
+            if a.expect(Duration::from_secs(5), |v| v["id"] == env["id"])
+                .await
+                .is_some()
+            {
+                samples.push(sent.elapsed());
+            }
+        }
+    }
+    samples.sort();
+    let lost = messages * agents.len() - samples.len();
+    (percentile(&samples, 0.5), percentile(&samples, 0.99), lost)
+}
+
+/// Says per second from an agent on node 0 to an agent on node 2 (line of three).
+async fn throughput(count: usize) -> f64 {
+    let dir = tempfile::tempdir().unwrap();
+    let nodes = network(dir.path(), 3).await;
+    let mut agents = agents(&nodes).await;
+    let mut rx = agents.pop().unwrap();
+    let mut tx = agents.remove(0);
+    let start = Instant::now();
+    let mut last_id = serde_json::Value::Null;
+    for k in 0..count {
+        let env = tx.envelope("say", None, json!({"text": format!("t{k}")}));
+        last_id = env["id"].clone();
+        tx.send(&env).await;
+    }
+    let mut got = 0;
+    while rx
+        .expect(Duration::from_secs(10), |v| v["kind"] == "say")
+        .await
+        .is_some()
+    {
+        got += 1;
+        if got == count {
+            break;
+        }
+    }
+    let _ = last_id;
+    got as f64 / start.elapsed().as_secs_f64()
+}
+
+fn rss_kib(pid: u32) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("VmRSS:"))
+                .and_then(|l| l.split_whitespace().nth(1).and_then(|v| v.parse().ok()))
+        })
+        .unwrap_or(0)
+}
+
+fn main() {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        // Start-up time and idle memory of a fresh node.
+        let mut starts = Vec::new();
+        let mut rss = Vec::new();
+        for _ in 0..10 {
+            let dir = tempfile::tempdir().unwrap();
+            let t = Instant::now();
+            let node = spawn_node(&dir.path().join("n"), &[], 30, &[]);
+            starts.push(t.elapsed());
+            let http = node.http.clone();
+            // Idle: served one request, nothing else going on.
+            let _ = support::get_json(&http, "/healthz").await;
+            tokio::time::sleep(Duration::from_millis(500)).await;
+            rss.push(rss_kib(node.child.id()));
+        }
+        starts.sort();
+        rss.sort_unstable();
+        println!("| measure | value |");
+        println!("|---|---|");
+        println!("| start-up (spawn → listening lines), median of 10 | {:.1} ms |", percentile(&starts, 0.5).as_secs_f64() * 1e3);
+        println!("| idle RSS, median of 10 | {:.1} MiB |", rss[rss.len() / 2] as f64 / 1024.0);
+        for (n, msgs) in [(3, 500), (20, 200)] {
+            let (p50, p99, lost) = latency(n, msgs).await;
+            println!(
+                "| say delivery latency, {n} nodes ({msgs} messages × {} receivers) | p50 {:.2} ms, p99 {:.2} ms, {lost} lost |",
+                n - 1,
+                p50.as_secs_f64() * 1e3,
+                p99.as_secs_f64() * 1e3
+            );
+        }
+        let rate = throughput(20_000).await;
+        println!("| say broadcast throughput, A→C over B (20,000 messages) | {rate:.0} envelopes/s |");
+    });
+}
