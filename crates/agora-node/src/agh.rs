@@ -203,6 +203,9 @@ pub struct Stats {
     pub received: u64,
     /// Envelopes rejected (both directions).
     pub rejected: u64,
+    /// Frames dropped because an agent did not read them fast enough (its queue of
+    /// [`AGENT_QUEUE`] frames was full; the reference runtime drops on overflow too).
+    pub dropped: u64,
 }
 
 /// Settings of the AGH service.

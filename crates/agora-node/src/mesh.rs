@@ -331,11 +331,24 @@ pub async fn run(mesh: Mesh, mut commands: mpsc::Receiver<Command>, events: mpsc
     redial.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let local = *swarm.local_peer_id();
     let mut subscribed: HashSet<TopicHash> = HashSet::new();
+    // Publications gossipsub could not queue yet (every peer's send queue was full). While any
+    // wait, no new command is taken: the services block on the bounded command channel and the
+    // agents' sockets fill up, so a fast publisher is slowed down instead of losing messages.
+    let mut stalled: VecDeque<(IdentTopic, Vec<u8>)> = VecDeque::new();
+    let mut retry = tokio::time::interval(Duration::from_millis(5));
     loop {
         tokio::select! {
-            command = commands.recv() => {
+            command = commands.recv(), if stalled.is_empty() => {
                 let Some(command) = command else { break };
-                handle_command(&mut swarm, command, &mut pending, &listen, &mut subscribed);
+                handle_command(&mut swarm, command, &mut pending, &listen, &mut subscribed, &mut stalled);
+            }
+            _ = retry.tick(), if !stalled.is_empty() => {
+                while let Some((topic, data)) = stalled.pop_front() {
+                    if let Err(back) = publish(&mut swarm, topic, data) {
+                        stalled.push_front(back);
+                        break;
+                    }
+                }
             }
             event = swarm.select_next_some() => {
                 handle_swarm_event(&mut swarm, event, &mut queue, &mut pending, &mut listen, &mut bootstrap, &mut subscribed, local);
@@ -360,12 +373,38 @@ pub async fn run(mesh: Mesh, mut commands: mpsc::Receiver<Command>, events: mpsc
     }
 }
 
+/// Publishes on gossip; hands the message back when every peer's queue is full.
+fn publish(
+    swarm: &mut Swarm<Behaviour>,
+    topic: IdentTopic,
+    data: Vec<u8>,
+) -> Result<(), (IdentTopic, Vec<u8>)> {
+    match swarm
+        .behaviour_mut()
+        .gossipsub
+        .publish(topic.clone(), data.clone())
+    {
+        Ok(_) => Ok(()),
+        Err(gossipsub::PublishError::AllQueuesFull(_)) => Err((topic, data)),
+        // Nobody else subscribed yet, or the same bytes were published before: not errors for a
+        // broadcast (receivers learn presence from the next greet).
+        Err(
+            gossipsub::PublishError::NoPeersSubscribedToTopic | gossipsub::PublishError::Duplicate,
+        ) => Ok(()),
+        Err(e) => {
+            tracing::warn!(topic = %topic, error = %e, "gossip publish failed");
+            Ok(())
+        }
+    }
+}
+
 fn handle_command(
     swarm: &mut Swarm<Behaviour>,
     command: Command,
     pending: &mut Pending,
     listen: &[Multiaddr],
     subscribed: &mut HashSet<TopicHash>,
+    stalled: &mut VecDeque<(IdentTopic, Vec<u8>)>,
 ) {
     let b = swarm.behaviour_mut();
     match command {
@@ -374,13 +413,8 @@ fn handle_command(
             if subscribed.insert(topic.hash()) {
                 let _ = b.gossipsub.subscribe(&topic);
             }
-            match b.gossipsub.publish(topic.clone(), data) {
-                Ok(_) => {}
-                // Nobody else subscribed yet, or the same bytes were published before: not errors
-                // for a broadcast (receivers learn presence from the next greet).
-                Err(gossipsub::PublishError::NoPeersSubscribedToTopic)
-                | Err(gossipsub::PublishError::Duplicate) => {}
-                Err(e) => tracing::warn!(topic = %topic, error = %e, "gossip publish failed"),
+            if let Err(back) = publish(swarm, topic, data) {
+                stalled.push_back(back);
             }
         }
         Command::Subscribe(topic) => {

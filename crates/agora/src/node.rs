@@ -82,8 +82,9 @@ pub(crate) fn run(args: NodeArgs) -> ExitCode {
 }
 
 fn init_logging() {
-    let filter = tracing_subscriber::EnvFilter::try_from_env("AGORA_LOG")
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn,agora_node=info"));
+    let filter = tracing_subscriber::EnvFilter::try_from_env("AGORA_LOG").unwrap_or_else(|_| {
+        tracing_subscriber::EnvFilter::new("warn,libp2p_kad=error,agora_node=info")
+    });
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)

@@ -102,3 +102,60 @@ async fn interactions_survive_a_restart_and_sigterm_stops_the_node() {
     assert_eq!(receipt["body"]["reason_code"], "interaction_closed");
     assert_eq!(receipt["from"], "bob.sess-1");
 }
+
+/// `agora node` with no arguments on a fresh machine: default data directory in the working
+/// directory, default loopback listeners, and a clean stop.
+#[test]
+fn no_arguments_work_on_a_fresh_machine() {
+    use std::io::{BufRead, BufReader};
+    use std::process::{Command, Stdio};
+
+    let dir = tempfile::tempdir().unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_agora"))
+        .arg("node")
+        .current_dir(dir.path())
+        .env_remove("AGORA_CONFIG")
+        .env_remove("AGORA_DATA")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let mut faces = Vec::new();
+    while faces.len() < 3 {
+        let line = lines.next().expect("a listening line").unwrap();
+        let mut parts = line.splitn(4, ' ');
+        assert_eq!(
+            (parts.next(), parts.next()),
+            (Some("listening"), Some("on")),
+            "{line}"
+        );
+        let face = parts.next().unwrap().to_owned();
+        let addr = parts.next().unwrap().to_owned();
+        match face.as_str() {
+            "p2p" => assert!(
+                addr.starts_with("/ip4/127.0.0.1/tcp/4001/p2p/12D3KooW"),
+                "{addr}"
+            ),
+            "agh" => assert_eq!(addr, "ws://127.0.0.1:4410/agh/v0"),
+            "http" => assert_eq!(addr, "http://127.0.0.1:4411"),
+            other => panic!("unexpected face {other}"),
+        }
+        faces.push(face);
+    }
+    assert!(dir.path().join("agora-data/node.key").exists());
+    assert!(dir.path().join("agora-data/agora.redb").exists());
+    let pid = child.id().to_string();
+    assert!(
+        Command::new("kill")
+            .args(["-INT", &pid])
+            .status()
+            .unwrap()
+            .success()
+    );
+    let status = child.wait().unwrap();
+    assert!(
+        status.success(),
+        "SIGINT stops the node cleanly: {status:?}"
+    );
+}
