@@ -198,3 +198,31 @@ async fn capability_transfer_and_mesh_wide_duplicates() {
         .expect("carol gets an error frame");
     assert_eq!(err["error"]["reason"], "duplicate");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bootstrap_node_that_comes_back_is_reconnected() {
+    let dir = tempfile::tempdir().unwrap();
+    let a_data = dir.path().join("a");
+    let a = spawn_node(&a_data, &[], GREET, &[]);
+    let a_id = a.peer_id.clone();
+    let a_addr = a.p2p.clone();
+    let b = spawn_node(&dir.path().join("b"), &[&a_addr], GREET, &[]);
+    let b_http = b.http.clone();
+    let up = async |want: bool| {
+        let id = a_id.clone();
+        let http = b_http.clone();
+        eventually(Duration::from_secs(20), async || {
+            (connected(&http).await.contains(&id) == want).then_some(())
+        })
+        .await
+    };
+    up(true).await.expect("B joins A");
+    drop(a);
+    up(false).await.expect("B notices A is gone");
+    // A comes back on the same address with the same identity; B redials it by itself.
+    let port = a_addr.split('/').nth(4).unwrap().to_owned();
+    let listen = format!("/ip4/127.0.0.1/tcp/{port}");
+    let a2 = spawn_node(&a_data, &[], GREET, &["--p2p-listen", &listen]);
+    assert_eq!(a2.p2p, a_addr);
+    up(true).await.expect("B reconnects to A");
+}

@@ -70,7 +70,6 @@ pub(crate) fn spawn_node_env(
     cmd.arg("node")
         .arg("--data")
         .arg(data)
-        .args(["--p2p-listen", "/ip4/127.0.0.1/tcp/0"])
         .args([
             "--agh-listen",
             "127.0.0.1:0",
@@ -84,6 +83,9 @@ pub(crate) fn spawn_node_env(
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit());
+    if !extra.contains(&"--p2p-listen") {
+        cmd.args(["--p2p-listen", "/ip4/127.0.0.1/tcp/0"]);
+    }
     for b in bootstrap {
         cmd.args(["--bootstrap", b]);
     }
