@@ -8,17 +8,9 @@
 use agora_agh::Envelope;
 use libfuzzer_sys::fuzz_target;
 
-/// At most `max` bytes of `s` (on a char boundary), for readable panic messages.
-fn clip(s: &str, max: usize) -> &str {
-    if s.len() <= max {
-        return s;
-    }
-    let mut end = max;
-    while !s.is_char_boundary(end) {
-        end -= 1;
-    }
-    &s[..end]
-}
+#[path = "common.rs"]
+mod common;
+use common::clip;
 
 fuzz_target!(|data: &[u8]| {
     let Ok(first) = Envelope::parse(data) else {

@@ -13,16 +13,9 @@
 use agora_agh::{ValidationPolicy, validate};
 use libfuzzer_sys::fuzz_target;
 
-fn clip(s: &str, max: usize) -> &str {
-    if s.len() <= max {
-        return s;
-    }
-    let mut end = max;
-    while !s.is_char_boundary(end) {
-        end -= 1;
-    }
-    &s[..end]
-}
+#[path = "common.rs"]
+mod common;
+use common::clip;
 
 fuzz_target!(|data: &[u8]| {
     let Some((head, rest)) = data.split_first_chunk::<8>() else {

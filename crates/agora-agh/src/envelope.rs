@@ -151,6 +151,34 @@ impl Envelope<'_> {
         RawEnvelope::parse(bytes)?.into_envelope()
     }
 
+    /// A new envelope with only the required fields set (`to`, `proof`, `ext` and the optional
+    /// correlation fields absent): the starting point for envelopes a node generates.
+    pub fn generated(
+        kind: Kind,
+        id: String,
+        channel: &str,
+        from: &str,
+        ts: i64,
+        body: RawJson<'static>,
+    ) -> OwnedEnvelope {
+        Envelope {
+            id: Cow::Owned(id),
+            kind,
+            channel: Cow::Owned(channel.to_owned()),
+            from: Cow::Owned(from.to_owned()),
+            to: None,
+            interaction_id: None,
+            reply_to: None,
+            trace_id: None,
+            causation_id: None,
+            ts,
+            expires_at: None,
+            body,
+            proof: None,
+            ext: None,
+        }
+    }
+
     /// Detaches the envelope from the input it was parsed from.
     pub fn into_owned(self) -> OwnedEnvelope {
         Envelope {

@@ -456,22 +456,14 @@ impl<O: Clone + PartialEq, R: Clone> Router<O, R> {
                     summary: None,
                 }
                 .to_json();
-                let envelope = Envelope {
-                    id: Cow::Owned(ids.next_id()),
-                    kind: Kind::Greet,
-                    channel: Cow::Owned(channel.to_owned()),
-                    from: Cow::Owned(peer.card.peer_id.to_string()),
-                    to: None,
-                    interaction_id: None,
-                    reply_to: None,
-                    trace_id: None,
-                    causation_id: None,
-                    ts: now,
-                    expires_at: None,
-                    body: raw_owned(body),
-                    proof: None,
-                    ext: None,
-                };
+                let envelope = Envelope::generated(
+                    Kind::Greet,
+                    ids.next_id(),
+                    channel,
+                    &peer.card.peer_id,
+                    now,
+                    raw_owned(body),
+                );
                 if envelope.encoded_len() <= MAX_ENVELOPE_BYTES {
                     out.push(Reply {
                         envelope,
@@ -650,22 +642,17 @@ impl<O: Clone + PartialEq, R: Clone> Router<O, R> {
                     rich_catalog_json(catalog.as_ref(), &IdFilter::All)
                 )
             });
-            let response = Envelope {
-                id: Cow::Owned(ids.next_id()),
-                kind: Kind::Whois,
-                channel: Cow::Owned(request.channel.to_string()),
-                from: Cow::Owned(peer.card.peer_id.to_string()),
-                to: Some(Cow::Owned(request.from.to_string())),
-                interaction_id: None,
-                reply_to: Some(Cow::Owned(request.id.to_string())),
-                trace_id: None,
-                causation_id: None,
-                ts: now,
-                expires_at: None,
-                body: raw_owned(body),
-                proof: None,
-                ext: ext.map(raw_owned),
-            };
+            let mut response = Envelope::generated(
+                Kind::Whois,
+                ids.next_id(),
+                &request.channel,
+                &peer.card.peer_id,
+                now,
+                raw_owned(body),
+            );
+            response.to = Some(Cow::Owned(request.from.to_string()));
+            response.reply_to = Some(Cow::Owned(request.id.to_string()));
+            response.ext = ext.map(raw_owned);
             let size = response.encoded_len();
             if size > MAX_ENVELOPE_BYTES {
                 fx.refused.push(Rejection::Internal(
@@ -766,21 +753,19 @@ impl AutoReceiptTarget {
         }
         .to_json();
         Reply {
-            envelope: Envelope {
-                id: Cow::Owned(ids.next_id()),
-                kind: Kind::Receipt,
-                channel: Cow::Owned(self.channel),
-                from: Cow::Owned(self.to),
-                to: Some(Cow::Owned(self.from)),
-                interaction_id: Some(Cow::Owned(self.interaction_id)),
-                reply_to: Some(Cow::Owned(self.id)),
-                trace_id: None,
-                causation_id: None,
-                ts: now,
-                expires_at: None,
-                body: raw_owned(body),
-                proof: None,
-                ext: None,
+            envelope: {
+                let mut env = Envelope::generated(
+                    Kind::Receipt,
+                    ids.next_id(),
+                    &self.channel,
+                    &self.to,
+                    now,
+                    raw_owned(body),
+                );
+                env.to = Some(Cow::Owned(self.from));
+                env.interaction_id = Some(Cow::Owned(self.interaction_id));
+                env.reply_to = Some(Cow::Owned(self.id));
+                env
             },
             route,
         }

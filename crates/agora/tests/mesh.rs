@@ -7,7 +7,7 @@ mod support;
 use std::time::{Duration, Instant};
 
 use serde_json::json;
-use support::{Agent, connected, eventually, peer_ids, spawn_node};
+use support::{Agent, connected, eventually, peer_ids, see_each_other, spawn_node};
 
 const GREET: u64 = 1;
 const CH: &str = "builders";
@@ -36,15 +36,16 @@ async fn three_nodes_in_a_line_discover_and_work_together() {
     alice.greet(&["code.review"]).await;
     carol.greet(&["test.run"]).await;
     let greeted = Instant::now();
-    let (a_http, c_http) = (a.http.clone(), c.http.clone());
-    eventually(Duration::from_secs(2), async || {
-        let on_a = peer_ids(&a_http, CH).await;
-        let on_c = peer_ids(&c_http, CH).await;
-        (on_a.iter().any(|p| p == "carol.sess-1") && on_c.iter().any(|p| p == "alice.sess-1"))
-            .then_some(())
-    })
-    .await
-    .expect("agents on A and C see each other within 2 s of greeting");
+    assert!(
+        see_each_other(
+            (&a.http, "alice.sess-1"),
+            (&c.http, "carol.sess-1"),
+            CH,
+            Duration::from_secs(2)
+        )
+        .await,
+        "agents on A and C see each other within 2 s of greeting"
+    );
     eprintln!("discovery across A–B–C took {:?}", greeted.elapsed());
 
     // whois from A finds C's agent by capability.
@@ -145,15 +146,16 @@ async fn capability_transfer_and_mesh_wide_duplicates() {
     let mut carol = Agent::connect(&c.agh, "carol.sess-2", CH).await;
     alice.greet(&[]).await;
     carol.greet(&[]).await;
-    let (a_http, c_http) = (a.http.clone(), c.http.clone());
-    eventually(Duration::from_secs(20), async || {
-        let on_a = peer_ids(&a_http, CH).await;
-        let on_c = peer_ids(&c_http, CH).await;
-        (on_a.iter().any(|p| p == "carol.sess-2") && on_c.iter().any(|p| p == "alice.sess-2"))
-            .then_some(())
-    })
-    .await
-    .expect("alice and carol see each other");
+    assert!(
+        see_each_other(
+            (&a.http, "alice.sess-2"),
+            (&c.http, "carol.sess-2"),
+            CH,
+            Duration::from_secs(20)
+        )
+        .await,
+        "alice and carol see each other"
+    );
 
     // A capability document with a correct digest crosses the mesh unchanged...
     let doc = json!({"id": "review-fix", "summary": "Review Fix Flow",

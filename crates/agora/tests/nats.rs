@@ -9,7 +9,7 @@ mod support;
 use std::time::Duration;
 
 use serde_json::json;
-use support::{Agent, connected, eventually, peer_ids, spawn_nats, spawn_node_env};
+use support::{Agent, connected, see_each_other, spawn_nats, spawn_node_env};
 
 const CH: &str = "builders";
 
@@ -29,15 +29,16 @@ async fn nodes_sharing_only_a_nats_server_exchange_envelopes() {
     let mut bob = Agent::connect(&b.agh, "bob.sess-1", CH).await;
     alice.greet(&["code.review"]).await;
     bob.greet(&["test.run"]).await;
-    let (a_http, b_http) = (a.http.clone(), b.http.clone());
-    eventually(Duration::from_secs(10), async || {
-        let on_a = peer_ids(&a_http, CH).await;
-        let on_b = peer_ids(&b_http, CH).await;
-        (on_a.iter().any(|p| p == "bob.sess-1") && on_b.iter().any(|p| p == "alice.sess-1"))
-            .then_some(())
-    })
-    .await
-    .expect("greets cross the NATS server");
+    assert!(
+        see_each_other(
+            (&a.http, "alice.sess-1"),
+            (&b.http, "bob.sess-1"),
+            CH,
+            Duration::from_secs(10)
+        )
+        .await,
+        "greets cross the NATS server"
+    );
 
     // Broadcast.
     let say = alice.envelope("say", None, json!({"text": "over nats"}));

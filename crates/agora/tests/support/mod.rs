@@ -184,6 +184,22 @@ pub(crate) async fn peer_ids(node_http: &str, channel: &str) -> Vec<String> {
         .unwrap_or_default()
 }
 
+/// Waits until node `a` lists `peer_b` and node `b` lists `peer_a` in `channel`.
+pub(crate) async fn see_each_other(
+    (a_http, peer_a): (&str, &str),
+    (b_http, peer_b): (&str, &str),
+    channel: &str,
+    timeout: Duration,
+) -> bool {
+    eventually(timeout, async || {
+        let on_a = peer_ids(a_http, channel).await;
+        let on_b = peer_ids(b_http, channel).await;
+        (on_a.iter().any(|p| p == peer_b) && on_b.iter().any(|p| p == peer_a)).then_some(())
+    })
+    .await
+    .is_some()
+}
+
 /// Nodes a node is connected to.
 pub(crate) async fn connected(node_http: &str) -> Vec<String> {
     let v = get_json(node_http, "/status").await;
