@@ -9,6 +9,7 @@ use clap::{Parser, Subcommand};
 
 mod agh;
 mod client;
+mod hyperspace;
 mod input;
 mod node;
 
@@ -25,6 +26,9 @@ enum Command {
     /// AGH Network v0 tools: validate envelopes, compute capability digests, route tokens.
     #[command(subcommand)]
     Agh(agh::AghCommand),
+    /// Hyperspace tools: sign and verify v2 gossip envelopes.
+    #[command(subcommand)]
+    Hyperspace(hyperspace::HyperspaceCommand),
     /// Run a node: the AGH face for agents, the HTTP API, and the peer-to-peer mesh.
     Node(node::NodeArgs),
     /// Show a running node's identity, listeners, neighbours and counters.
@@ -70,6 +74,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
         Command::Agh(cmd) => agh::run(cmd),
+        Command::Hyperspace(cmd) => hyperspace::run(cmd),
         Command::Node(args) => node::run(args),
         Command::Status { opts } => client::block_on(client::status(opts)),
         Command::Peers { opts, channel } => client::block_on(client::peers(opts, channel)),

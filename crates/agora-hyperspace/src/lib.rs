@@ -1,0 +1,15 @@
+//! # agora-hyperspace — the Hyperspace Gossiping Agents Protocol, sans IO
+//!
+//! Signed v2 envelopes (sign, verify, domain separation per topic, replay window), gossip topic
+//! names and owner rules, and JSON-RPC 2.0 framing with the spec's error codes. No sockets, no
+//! async, no clock reads: time and randomness come in as arguments.
+#![warn(missing_docs)]
+
+pub mod envelope;
+pub mod jsonrpc;
+pub mod peer_id;
+pub mod topic;
+
+pub use envelope::{Envelope, ReplayWindow, VerifyError, sign, verify};
+pub use peer_id::peer_id_of;
+pub use topic::Topic;

@@ -1,0 +1,97 @@
+//! libp2p PeerIds of Ed25519 keys, without libp2p.
+//!
+//! A PeerId of an Ed25519 key is the identity multihash (code 0x00, length 36) of the key's
+//! protobuf encoding (`08 01 12 20` followed by the 32 key bytes), written in base58btc: the
+//! familiar `12D3KooW…` strings. Envelope v2's `from` must equal the PeerId of its `pk`.
+
+/// Base58 (Bitcoin) alphabet.
+const ALPHABET: &[u8; 58] = b"123456789ABCDEFGHJKLMNPQRSTUVWXYZabcdefghijkmnopqrstuvwxyz";
+
+/// The PeerId (`12D3KooW…`) of a raw Ed25519 public key.
+pub fn peer_id_of(public_key: &[u8; 32]) -> String {
+    let mut bytes = Vec::with_capacity(38);
+    bytes.extend_from_slice(&[0x00, 0x24, 0x08, 0x01, 0x12, 0x20]);
+    bytes.extend_from_slice(public_key);
+    base58_encode(&bytes)
+}
+
+/// Base58btc encoding.
+pub fn base58_encode(input: &[u8]) -> String {
+    let zeros = input.iter().take_while(|&&b| b == 0).count();
+    // Repeated division of a base-256 big number by 58.
+    let mut digits: Vec<u8> = Vec::with_capacity(input.len() * 138 / 100 + 1);
+    for &byte in &input[zeros..] {
+        let mut carry = u32::from(byte);
+        for d in &mut digits {
+            carry += u32::from(*d) << 8;
+            *d = (carry % 58) as u8;
+            carry /= 58;
+        }
+        while carry > 0 {
+            digits.push((carry % 58) as u8);
+            carry /= 58;
+        }
+    }
+    let mut out = String::with_capacity(zeros + digits.len());
+    out.extend(std::iter::repeat_n('1', zeros));
+    out.extend(
+        digits
+            .iter()
+            .rev()
+            .map(|&d| char::from(ALPHABET[usize::from(d)])),
+    );
+    out
+}
+
+/// Base58btc decoding; `None` on a character outside the alphabet.
+pub fn base58_decode(input: &str) -> Option<Vec<u8>> {
+    let zeros = input.bytes().take_while(|&b| b == b'1').count();
+    let mut bytes: Vec<u8> = Vec::with_capacity(input.len());
+    for c in input.bytes().skip(zeros) {
+        let mut carry = ALPHABET.iter().position(|&a| a == c)? as u32;
+        for b in &mut bytes {
+            carry += u32::from(*b) * 58;
+            *b = (carry & 0xff) as u8;
+            carry >>= 8;
+        }
+        while carry > 0 {
+            bytes.push((carry & 0xff) as u8);
+            carry >>= 8;
+        }
+    }
+    let mut out = vec![0u8; zeros];
+    out.extend(bytes.iter().rev());
+    Some(out)
+}
+
+/// The raw Ed25519 public key inside a PeerId, when it is an identity-multihash Ed25519 PeerId.
+pub fn public_key_of(peer_id: &str) -> Option<[u8; 32]> {
+    let bytes = base58_decode(peer_id)?;
+    let key = bytes.strip_prefix(&[0x00, 0x24, 0x08, 0x01, 0x12, 0x20])?;
+    key.try_into().ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn base58_round_trips_with_leading_zeros() {
+        for input in [&b""[..], b"\0", b"\0\0abc", b"hello world", &[0xff; 40]] {
+            assert_eq!(base58_decode(&base58_encode(input)).unwrap(), input);
+        }
+        assert_eq!(base58_encode(b"hello world"), "StV1DL6CwTryKyV");
+        assert!(base58_decode("0OIl").is_none());
+    }
+
+    #[test]
+    fn ed25519_peer_ids_start_with_12d3koow() {
+        let id = peer_id_of(&[7u8; 32]);
+        assert!(id.starts_with("12D3KooW"), "{id}");
+        assert_eq!(public_key_of(&id), Some([7u8; 32]));
+        assert_eq!(
+            public_key_of("QmYyQSo1c1Ym7orWxLYvCrM2EmxFTANf8wXmmE7DWjhx5N"),
+            None
+        );
+    }
+}
