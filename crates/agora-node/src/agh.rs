@@ -245,6 +245,7 @@ struct Service<I: IdSource> {
     catalogs: HashMap<String, Catalog>,
     mesh: mpsc::Sender<mesh::Command>,
     nats: Option<mpsc::Sender<nats::Command>>,
+    hyperspace: Option<mpsc::Sender<crate::hyperspace::Input>>,
     store: Store,
     ids: I,
     stats: Stats,
@@ -261,6 +262,8 @@ pub struct Wiring {
     pub mesh: mpsc::Sender<mesh::Command>,
     /// The NATS bridge, when configured: commands out, messages in.
     pub nats: Option<(mpsc::Sender<nats::Command>, mpsc::Receiver<nats::Message>)>,
+    /// The Hyperspace service, which verifies `hyperspace/…` gossip.
+    pub hyperspace: Option<mpsc::Sender<crate::hyperspace::Input>>,
     /// Where the mesh's listen addresses are reported.
     pub listening: mpsc::Sender<libp2p::Multiaddr>,
 }
@@ -277,6 +280,7 @@ pub async fn run(
         mut mesh_events,
         mesh,
         nats,
+        hyperspace,
         listening,
     } = wiring;
     let (nats, mut nats_messages) = match nats {
@@ -295,6 +299,7 @@ pub async fn run(
         catalogs,
         mesh,
         nats,
+        hyperspace,
         store,
         ids: random_ids(),
         stats: Stats::default(),
@@ -466,6 +471,32 @@ impl<I: IdSource> Service<I> {
                 propagation_source,
             } => {
                 let origin = Origin::Mesh(source.unwrap_or(propagation_source));
+                if topic.starts_with(crate::hyperspace::TOPIC_PREFIX)
+                    && let Some(hs) = &self.hyperspace
+                {
+                    // Verified by the Hyperspace service; the verdict goes back to gossipsub
+                    // without holding up AGH traffic.
+                    let (reply, verdict) = oneshot::channel();
+                    let check = crate::hyperspace::GossipCheck { topic, data, reply };
+                    if hs
+                        .send(crate::hyperspace::Input::Gossip(check))
+                        .await
+                        .is_ok()
+                    {
+                        let mesh = self.mesh.clone();
+                        tokio::spawn(async move {
+                            let acceptance = verdict.await.unwrap_or(MessageAcceptance::Ignore);
+                            let _ = mesh
+                                .send(mesh::Command::Validated {
+                                    id,
+                                    propagation_source,
+                                    acceptance,
+                                })
+                                .await;
+                        });
+                    }
+                    return;
+                }
                 let acceptance = if topic.starts_with(TOPIC_PREFIX) {
                     let fx = self
                         .router

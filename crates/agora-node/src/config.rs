@@ -38,6 +38,9 @@ pub struct Config {
     pub greet_interval: Duration,
     /// AGH settings.
     pub agh: AghConfig,
+    /// API key of the JSON-RPC face (`[rpc] api_key`, `AGORA_RPC_API_KEY`); required when
+    /// `rpc_listen` is not loopback.
+    pub rpc_api_key: Option<String>,
 }
 
 /// `[agh]` settings.
@@ -75,6 +78,7 @@ impl Default for Config {
                 reference_admission: false,
                 nats: None,
             },
+            rpc_api_key: None,
         }
     }
 }
@@ -127,6 +131,13 @@ struct File {
     bootstrap: Option<OneOrMany>,
     greet_interval: Option<u64>,
     agh: Option<FileAgh>,
+    rpc: Option<FileRpc>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FileRpc {
+    api_key: Option<String>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -180,6 +191,8 @@ pub struct Overrides {
     pub greet_interval: Option<u64>,
     /// `AGORA_AGH_NATS_URL`.
     pub nats_url: Option<String>,
+    /// `AGORA_RPC_API_KEY`.
+    pub rpc_api_key: Option<String>,
 }
 
 impl Config {
@@ -218,6 +231,7 @@ impl Config {
             bootstrap: file.bootstrap.map(OneOrMany::into_vec).unwrap_or_default(),
             greet_interval: file.greet_interval,
             nats_url: None,
+            rpc_api_key: file.rpc.and_then(|r| r.api_key),
         })?;
         if let Some(agh) = file.agh {
             if let Some(age) = agh.replay_age {
@@ -272,6 +286,12 @@ impl Config {
         if let Some(url) = o.nats_url {
             self.agh.nats = Some(NatsConfig { url });
         }
+        if let Some(key) = o.rpc_api_key {
+            if key.trim().len() < 16 {
+                return Err(invalid("rpc.api_key", "must be at least 16 characters"));
+            }
+            self.rpc_api_key = Some(key.trim().to_owned());
+        }
         Ok(())
     }
 
@@ -298,6 +318,7 @@ impl Config {
             bootstrap: list("AGORA_BOOTSTRAP"),
             greet_interval: get("AGORA_GREET_INTERVAL").and_then(|v| v.trim().parse().ok()),
             nats_url: get("AGORA_AGH_NATS_URL"),
+            rpc_api_key: get("AGORA_RPC_API_KEY"),
         }
     }
 }

@@ -16,9 +16,11 @@
 
 pub mod agh;
 pub mod config;
+pub mod hyperspace;
 pub mod keys;
 pub mod mesh;
 pub mod nats;
+pub mod rpc;
 pub mod server;
 pub mod store;
 
@@ -54,6 +56,9 @@ pub enum NodeError {
         /// What is wrong.
         message: String,
     },
+    /// The JSON-RPC face would be reachable beyond loopback without an API key.
+    #[error("rpc_listen {0} is not a loopback address: set rpc.api_key (or AGORA_RPC_API_KEY)")]
+    RpcNeedsKey(std::net::SocketAddr),
     /// A listener could not be bound or failed.
     #[error("{face} listener on {addr}: {source}")]
     Listen {
@@ -115,8 +120,24 @@ pub async fn run_until(
     let (agh_tx, agh_rx) = mpsc::channel(4096);
     let (listening_tx, mut listening_rx) = mpsc::channel(16);
 
+    if !config.rpc_listen.ip().is_loopback() && config.rpc_api_key.is_none() {
+        return Err(NodeError::RpcNeedsKey(config.rpc_listen));
+    }
     let agh_listener = bind("agh", config.agh_listen).await?;
     let http_listener = bind("http", config.http_listen).await?;
+    let rpc_listener = bind("rpc", config.rpc_listen).await?;
+    let tokens = Arc::new(std::sync::Mutex::new(HashMap::new()));
+    let (hs_tx, hs_rx) = mpsc::channel(4096);
+    tokio::spawn(hyperspace::run(store.clone(), Arc::clone(&tokens), hs_rx));
+    let (calls_tx, mut calls_rx) = mpsc::channel::<rpc::Call>(4096);
+    let hs_calls = hs_tx.clone();
+    tokio::spawn(async move {
+        while let Some(call) = calls_rx.recv().await {
+            if hs_calls.send(hyperspace::Input::Call(call)).await.is_err() {
+                break;
+            }
+        }
+    });
 
     let mesh_task = tokio::spawn(mesh::run(mesh, mesh_rx, events_tx));
     let nats = match &config.agh.nats {
@@ -148,6 +169,7 @@ pub async fn run_until(
             mesh_events: events_rx,
             mesh: mesh_tx.clone(),
             nats,
+            hyperspace: Some(hs_tx),
             listening: listening_tx,
         },
     ));
@@ -165,8 +187,10 @@ pub async fn run_until(
 
     let agh_addr = local_addr("agh", &agh_listener, config.agh_listen)?;
     let http_addr = local_addr("http", &http_listener, config.http_listen)?;
+    let rpc_addr = local_addr("rpc", &rpc_listener, config.rpc_listen)?;
     let faces = vec![
         ("agh", format!("ws://{agh_addr}/agh/v0")),
+        ("rpc", format!("ws://{rpc_addr}")),
         ("http", format!("http://{http_addr}")),
     ];
     for (face, addr) in &faces {
@@ -204,6 +228,13 @@ pub async fn run_until(
         "http",
         http_addr,
     );
+    let rpc_state = rpc::RpcState::new(
+        calls_tx,
+        config.rpc_api_key.clone(),
+        rpc_addr.ip().is_loopback(),
+        tokens,
+    );
+    let rpc_server = serve(rpc_listener, rpc::face(rpc_state), "rpc", rpc_addr);
     drop(state);
 
     shutdown.await;
@@ -213,6 +244,7 @@ pub async fn run_until(
     let grace = Duration::from_secs(5);
     let _ = tokio::time::timeout(grace, agh_server).await;
     let _ = tokio::time::timeout(grace, http_server).await;
+    let _ = tokio::time::timeout(grace, rpc_server).await;
     agh_task.abort();
     mesh_task.abort();
     let _ = agh_task.await;
@@ -273,24 +305,31 @@ async fn load_interactions(
         .collect())
 }
 
-/// Completes on SIGINT or SIGTERM.
-pub async fn shutdown_signal() {
-    let ctrl_c = async {
-        let _ = tokio::signal::ctrl_c().await;
-    };
+/// Completes on SIGINT or SIGTERM. The handlers are installed when this function is called (not
+/// when the future is first polled), so a signal that arrives while the node starts is not lost
+/// to the default action.
+pub fn shutdown_signal() -> impl Future<Output = ()> + Send + 'static {
     #[cfg(unix)]
-    let term = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut s) => {
-                s.recv().await;
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        let int = signal(SignalKind::interrupt());
+        let term = signal(SignalKind::terminate());
+        async move {
+            match (int, term) {
+                (Ok(mut int), Ok(mut term)) => {
+                    tokio::select! {
+                        _ = int.recv() => {}
+                        _ = term.recv() => {}
+                    }
+                }
+                _ => {
+                    let _ = tokio::signal::ctrl_c().await;
+                }
             }
-            Err(_) => std::future::pending::<()>().await,
         }
-    };
+    }
     #[cfg(not(unix))]
-    let term = std::future::pending::<()>();
-    tokio::select! {
-        () = ctrl_c => {}
-        () = term => {}
+    async {
+        let _ = tokio::signal::ctrl_c().await;
     }
 }

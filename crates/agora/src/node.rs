@@ -48,6 +48,7 @@ pub(crate) fn run(args: NodeArgs) -> ExitCode {
         bootstrap: args.bootstrap,
         greet_interval: args.greet_interval,
         nats_url: None,
+        rpc_api_key: None,
     };
     let config = Config::load(args.config.as_deref(), Overrides::default()).and_then(|mut c| {
         c.apply(Config::env_overrides(|k| std::env::var(k).ok()))?;

@@ -122,7 +122,7 @@ fn no_arguments_work_on_a_fresh_machine() {
         .unwrap();
     let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
     let mut faces = Vec::new();
-    while faces.len() < 3 {
+    while faces.len() < 4 {
         let line = lines.next().expect("a listening line").unwrap();
         let mut parts = line.splitn(4, ' ');
         assert_eq!(
@@ -139,6 +139,7 @@ fn no_arguments_work_on_a_fresh_machine() {
             ),
             "agh" => assert_eq!(addr, "ws://127.0.0.1:4410/agh/v0"),
             "http" => assert_eq!(addr, "http://127.0.0.1:4411"),
+            "rpc" => assert_eq!(addr, "ws://127.0.0.1:3100"),
             other => panic!("unexpected face {other}"),
         }
         faces.push(face);

@@ -37,6 +37,7 @@ pub(crate) struct Node {
     pub p2p: String,
     pub(crate) agh: String,
     pub(crate) http: String,
+    pub(crate) rpc: String,
     pub(crate) peer_id: String,
 }
 
@@ -75,6 +76,8 @@ pub(crate) fn spawn_node_env(
             "127.0.0.1:0",
             "--http-listen",
             "127.0.0.1:0",
+            "--rpc-listen",
+            "127.0.0.1:0",
         ])
         .args(["--greet-interval", &greet_interval.to_string()])
         .args(extra)
@@ -101,8 +104,8 @@ pub(crate) fn spawn_node_env(
         }
     });
     let deadline = Instant::now() + Duration::from_secs(30);
-    let (mut p2p, mut agh, mut http) = (None, None, None);
-    while p2p.is_none() || agh.is_none() || http.is_none() {
+    let (mut p2p, mut agh, mut http, mut rpc) = (None, None, None, None);
+    while p2p.is_none() || agh.is_none() || http.is_none() || rpc.is_none() {
         let left = deadline.saturating_duration_since(Instant::now());
         let line = rx
             .recv_timeout(left)
@@ -115,6 +118,7 @@ pub(crate) fn spawn_node_env(
                 "p2p" => p2p = Some(addr.to_owned()),
                 "agh" => agh = Some(addr.to_owned()),
                 "http" => http = Some(addr.to_owned()),
+                "rpc" => rpc = Some(addr.to_owned()),
                 _ => {}
             }
         }
@@ -127,6 +131,7 @@ pub(crate) fn spawn_node_env(
         p2p,
         agh: agh.unwrap(),
         http: http.unwrap(),
+        rpc: rpc.unwrap(),
         peer_id,
     }
 }
