@@ -122,10 +122,9 @@ async fn api_key_and_rate_limits() {
         &[],
         &[("AGORA_RPC_API_KEY", key)],
     );
-    let err = connect(&node.rpc, None)
-        .await
-        .err()
-        .expect("no header, no connection");
+    let Err(err) = connect(&node.rpc, None).await else {
+        panic!("no header, no connection");
+    };
     assert!(err.contains("401"), "{err}");
     assert!(connect(&node.rpc, Some("wrong-key")).await.is_err());
     let mut ws = connect(&node.rpc, Some(key)).await.unwrap();
