@@ -6,8 +6,11 @@
 #![warn(missing_docs)]
 
 pub mod envelope;
+pub mod guard;
 pub mod jsonrpc;
 pub mod peer_id;
+pub mod recursive;
+pub mod state;
 pub mod topic;
 
 pub use envelope::{Envelope, ReplayWindow, VerifyError, sign, verify};

@@ -27,10 +27,45 @@
 //! [`Sessions::call`] dispatches a JSON-RPC method by name (`None` when the method is not
 //! `state.*`). Params may be an object (the spec's form), an array (positional, in the spec's
 //! signature order) or absent; unknown members are ignored; a wrong type or a missing required
-//! member is −32602 "Invalid params: <field>: <reason>" with `data: {"field": …}`.
+//! member is −32602 `"Invalid params: <field>: <reason>"` with `data: {"field": …}`.
 //!
 //! The [`SessionLookup`] trait is how the Guard and Recursive primitives ask whether a session
-//! exists, is still active, and which budget limit / max depth its creator chose.
+//! exists, is still active, and which budget limit / max depth its creator chose. A node chains
+//! the three dispatchers:
+//!
+//! ```
+//! use agora_hyperspace::guard::Guard;
+//! use agora_hyperspace::jsonrpc::RpcError;
+//! use agora_hyperspace::recursive::Recursive;
+//! use agora_hyperspace::state::Sessions;
+//! use serde_json::json;
+//!
+//! let (mut sessions, mut guard, mut recursive) = (Sessions::new(), Guard::new(), Recursive::new());
+//! let mut ids = || "sess-a8c3f210".to_owned();
+//! let now_ms = 1_773_842_400_000; // 2026-03-18T14:00:00Z
+//!
+//! let params = json!({"agentName": "a"});
+//! let created = sessions.call("state.createSession", &params, now_ms, &mut ids);
+//! assert_eq!(
+//!     created,
+//!     Some(Ok(json!({"sessionId": "sess-a8c3f210", "createdAt": "2026-03-18T14:00:00.000Z"})))
+//! );
+//!
+//! let method = "guard.consumeBudget";
+//! let params = json!({"sessionId": "sess-a8c3f210", "amount": 0.88});
+//! let outcome = sessions
+//!     .call(method, &params, now_ms, &mut ids)
+//!     .or_else(|| guard.call(method, &params, now_ms, &sessions))
+//!     .or_else(|| recursive.call(method, &params, now_ms, &sessions))
+//!     .unwrap_or_else(|| Err(RpcError::method_not_found()));
+//! assert_eq!(outcome, Ok(json!({"remaining": 0.12})));
+//!
+//! // After every call: forget what belonged to sessions evicted to make room.
+//! for id in sessions.take_evicted() {
+//!     guard.forget_session(&id);
+//!     recursive.forget_session(&id);
+//! }
+//! ```
 //!
 //! # Memory bounds ([`SessionLimits`], defaults)
 //!
@@ -200,10 +235,7 @@ pub(crate) fn parse_params<T: DeserializeOwned>(
             &converted
         }
         _ => {
-            return Err(invalid_params(
-                "params must be an object or an array",
-                None,
-            ));
+            return Err(invalid_params("params must be an object or an array", None));
         }
     };
     serde_path_to_error::deserialize(source).map_err(|error| {
@@ -229,7 +261,8 @@ fn missing_field_name(reason: &str) -> Option<String> {
 
 /// −32602 with message "Invalid params: {detail}" and `data: {"field": …}` when a field is known.
 pub(crate) fn invalid_params(detail: impl AsRef<str>, field: Option<&str>) -> RpcError {
-    let error = RpcError::invalid_params().with_message(format!("Invalid params: {}", detail.as_ref()));
+    let error =
+        RpcError::invalid_params().with_message(format!("Invalid params: {}", detail.as_ref()));
     match field {
         Some(field) => error.with_data(json!({ "field": field })),
         None => error,
@@ -289,6 +322,27 @@ pub(crate) fn capacity_error(what: &str, limit: usize) -> RpcError {
         "reason": format!("too many {what}"),
         "limit": limit,
     }))
+}
+
+/// Makes room for one more entry in a per-session map: drops entries of sessions that no longer
+/// exist, then of ended sessions; −32003 if the map is still full.
+pub(crate) fn make_room<V>(
+    map: &mut BTreeMap<String, V>,
+    max: usize,
+    sessions: &(impl SessionLookup + ?Sized),
+    what: &str,
+) -> Result<(), RpcError> {
+    if map.len() < max {
+        return Ok(());
+    }
+    map.retain(|id, _| sessions.session_facts(id).is_some());
+    if map.len() >= max {
+        map.retain(|id, _| sessions.session_facts(id).is_some_and(|facts| facts.active));
+    }
+    if map.len() >= max {
+        return Err(capacity_error(what, max));
+    }
+    Ok(())
 }
 
 /// The number of bytes of `value`'s compact JSON text.
@@ -858,7 +912,10 @@ impl Sessions {
                 + 2;
             if size > self.limits.max_metadata_bytes {
                 return Err(invalid_params(
-                    format!("metadata: longer than {} bytes", self.limits.max_metadata_bytes),
+                    format!(
+                        "metadata: longer than {} bytes",
+                        self.limits.max_metadata_bytes
+                    ),
                     Some("metadata"),
                 ));
             }
@@ -869,8 +926,9 @@ impl Sessions {
             || session_id.len() > max
             || self.sessions.contains_key(&session_id)
         {
-            return Err(RpcError::internal_error()
-                .with_data(json!("the id source returned an empty, too long or used id")));
+            return Err(RpcError::internal_error().with_data(json!(
+                "the id source returned an empty, too long or used id"
+            )));
         }
         let session = Session {
             session_id: session_id.clone(),
@@ -989,7 +1047,11 @@ impl Sessions {
     pub fn get_state(&self, params: &GetStateParams) -> Result<GetStateResult, RpcError> {
         let session = self.known(&params.session_id)?;
         Ok(GetStateResult {
-            value: session.state.get(&params.key).cloned().unwrap_or(Value::Null),
+            value: session
+                .state
+                .get(&params.key)
+                .cloned()
+                .unwrap_or(Value::Null),
         })
     }
 
@@ -1045,8 +1107,9 @@ impl Sessions {
             || episode_id.len() > limits.max_text_bytes
             || session.episodes.iter().any(|e| e.episode_id == episode_id)
         {
-            return Err(RpcError::internal_error()
-                .with_data(json!("the id source returned an empty, too long or used id")));
+            return Err(RpcError::internal_error().with_data(json!(
+                "the id source returned an empty, too long or used id"
+            )));
         }
         while session.episodes.len() >= limits.max_episodes_per_session.max(1) {
             session.episodes.pop_front();
@@ -1069,9 +1132,18 @@ mod tests {
     #[test]
     fn timestamps_are_rfc3339_utc_millis() {
         assert_eq!(format_timestamp(0), "1970-01-01T00:00:00.000Z");
-        assert_eq!(format_timestamp(1_773_842_400_000), "2026-03-18T14:00:00.000Z");
-        assert_eq!(format_timestamp(1_773_835_200_000), "2026-03-18T12:00:00.000Z");
-        assert_eq!(format_timestamp(951_868_799_999), "2000-02-29T23:59:59.999Z");
+        assert_eq!(
+            format_timestamp(1_773_842_400_000),
+            "2026-03-18T14:00:00.000Z"
+        );
+        assert_eq!(
+            format_timestamp(1_773_835_200_000),
+            "2026-03-18T12:00:00.000Z"
+        );
+        assert_eq!(
+            format_timestamp(951_868_799_999),
+            "2000-02-29T23:59:59.999Z"
+        );
         // Does not panic at the extreme.
         assert!(format_timestamp(u64::MAX).ends_with('Z'));
     }
@@ -1084,7 +1156,13 @@ mod tests {
         )
         .unwrap_err();
         assert_eq!(error.code, RpcCode::INVALID_PARAMS);
-        assert!(error.message.starts_with("Invalid params: reward: invalid type"), "{}", error.message);
+        assert!(
+            error
+                .message
+                .starts_with("Invalid params: reward: invalid type"),
+            "{}",
+            error.message
+        );
         assert_eq!(error.data, Some(json!({"field": "reward"})));
 
         let error = parse_params::<SetStateParams>(
@@ -1092,7 +1170,10 @@ mod tests {
             &["sessionId", "key", "value"],
         )
         .unwrap_err();
-        assert_eq!(error.message, "Invalid params: value: missing field `value`");
+        assert_eq!(
+            error.message,
+            "Invalid params: value: missing field `value`"
+        );
         assert_eq!(error.data, Some(json!({"field": "value"})));
     }
 
@@ -1103,7 +1184,9 @@ mod tests {
         assert_eq!(p.key, "k");
         let p: CreateSessionParams = parse_params(&Value::Null, &["agentName"]).unwrap();
         assert_eq!(p, CreateSessionParams::default());
-        assert!(parse_params::<GetStateParams>(&json!(["s", "k", 3]), &["sessionId", "key"]).is_err());
+        assert!(
+            parse_params::<GetStateParams>(&json!(["s", "k", 3]), &["sessionId", "key"]).is_err()
+        );
         assert!(parse_params::<GetStateParams>(&json!("s"), &["sessionId", "key"]).is_err());
     }
 

@@ -5,13 +5,27 @@
 //! is a v2 signed envelope, verified once, here, while gossipsub holds it for validation: invalid
 //! → `Reject` (the forwarding peer is penalised), stale or replayed → `Ignore`, valid → `Accept`
 //! (then forwarded).
+//!
+//! Calls (spec §4.1 state, §4.2 guard, §4.5 recursive) go to the sans-IO primitives of
+//! `agora_hyperspace`. Every call that names a session writes that session's snapshot
+//! (session, budget, recursion trace, token) to redb before it is answered, so an acknowledged
+//! change survives a restart; snapshots are loaded back at start. Rate-limit windows
+//! (`guard.checkRateLimit`) are kept in memory only.
+//!
+//! Session tokens (spec §2.3, third tier): `state.createSession` adds `sessionToken` to its
+//! result; a client that connects with it may call the state, guard and recursive methods of that
+//! session (plus the session-less `guard.validate`, `guard.checkSafety`, `guard.checkRateLimit`);
+//! the token stops working when the session ends or is evicted.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use agora_hyperspace::ReplayWindow;
+use agora_hyperspace::guard::{Budget, Guard};
 use agora_hyperspace::jsonrpc::RpcError;
+use agora_hyperspace::recursive::{RecursionTrace, Recursive};
+use agora_hyperspace::state::{Session, Sessions};
 use libp2p::gossipsub::MessageAcceptance;
 use serde_json::Value;
 use tokio::sync::{mpsc, oneshot};
@@ -49,33 +63,81 @@ pub enum Input {
     Gossip(GossipCheck),
 }
 
+/// What is stored per session: the session and the guard and recursion state tied to it.
+#[derive(Debug, serde::Serialize, serde::Deserialize)]
+pub struct Snapshot {
+    /// The session.
+    pub session: Session,
+    /// Its budget, once it has one.
+    pub budget: Option<Budget>,
+    /// Its recursion trace, once it has one.
+    pub trace: Option<RecursionTrace>,
+    /// Its session token, while the session is live.
+    pub token: Option<String>,
+}
+
 struct Service {
     window: ReplayWindow,
-    #[allow(dead_code)]
+    sessions: Sessions,
+    guard: Guard,
+    recursive: Recursive,
     store: Store,
-    #[allow(dead_code)]
     tokens: Arc<Mutex<HashMap<String, String>>>,
+}
+
+fn random_hex(bytes: usize) -> String {
+    let mut b = vec![0u8; bytes];
+    if getrandom::fill(&mut b).is_err() {
+        // No system randomness: derive from the clock (ids stay unique on this node).
+        let t = now_ms().to_le_bytes();
+        for (i, x) in b.iter_mut().enumerate() {
+            *x = t[i % 8] ^ (i as u8);
+        }
+    }
+    b.iter().map(|x| format!("{x:02x}")).collect()
+}
+
+/// Session-less methods a session token may call.
+const SESSIONLESS: [&str; 3] = [
+    "guard.validate",
+    "guard.checkSafety",
+    "guard.checkRateLimit",
+];
+
+fn session_id_param(params: Option<&Value>) -> Option<&str> {
+    match params? {
+        Value::Object(m) => m.get("sessionId")?.as_str(),
+        Value::Array(a) => a.first()?.as_str(),
+        _ => None,
+    }
 }
 
 /// Runs the service until `inputs` closes.
 pub async fn run(
     store: Store,
     tokens: Arc<Mutex<HashMap<String, String>>>,
+    snapshots: Vec<Snapshot>,
     mut inputs: mpsc::Receiver<Input>,
 ) {
     let mut svc = Service {
         window: ReplayWindow::default(),
+        sessions: Sessions::new(),
+        guard: Guard::new(),
+        recursive: Recursive::new(),
         store,
         tokens,
     };
+    svc.restore(snapshots);
     while let Some(input) = inputs.recv().await {
         match input {
             Input::Call(call) => {
-                let outcome = svc.call(
-                    &call.principal,
-                    &call.request.method,
-                    call.request.params.as_ref(),
-                );
+                let outcome = svc
+                    .call(
+                        &call.principal,
+                        &call.request.method,
+                        call.request.params.as_ref(),
+                    )
+                    .await;
                 let _ = call.reply.send(outcome);
             }
             Input::Gossip(check) => {
@@ -101,13 +163,122 @@ impl Service {
         }
     }
 
-    fn call(
+    fn restore(&mut self, snapshots: Vec<Snapshot>) {
+        let Ok(mut tokens) = self.tokens.lock() else {
+            return;
+        };
+        for snap in snapshots {
+            let id = snap.session.session_id.clone();
+            if let Some(b) = snap.budget {
+                self.guard.insert_budget(id.clone(), b);
+            }
+            if let Some(t) = snap.trace {
+                self.recursive.insert_trace(id.clone(), t);
+            }
+            if let Some(tok) = snap.token {
+                tokens.insert(tok, id.clone());
+            }
+            self.sessions.insert(snap.session);
+        }
+    }
+
+    async fn call(
         &mut self,
-        _principal: &Principal,
+        principal: &Principal,
         method: &str,
-        _params: Option<&Value>,
+        params: Option<&Value>,
     ) -> Result<Value, RpcError> {
-        Err(RpcError::method_not_found()
-            .with_data(Value::String(format!("unknown method {method:?}"))))
+        if let Principal::Session(own) = principal {
+            let allowed = SESSIONLESS.contains(&method)
+                || (["state.", "guard.", "recursive."]
+                    .iter()
+                    .any(|p| method.starts_with(p))
+                    && method != "state.createSession"
+                    && session_id_param(params) == Some(own.as_str()));
+            if !allowed {
+                return Err(RpcError::invalid_request()
+                    .with_message("session token does not grant this call")
+                    .with_data(serde_json::json!({ "sessionId": own, "method": method })));
+            }
+        }
+        let null = Value::Null;
+        let params_v = params.unwrap_or(&null);
+        let now = now_ms();
+        let mut ids = || format!("sess_{}", random_hex(8));
+        let outcome = self
+            .sessions
+            .call(method, params_v, now, &mut ids)
+            .or_else(|| self.guard.call(method, params_v, now, &self.sessions))
+            .or_else(|| self.recursive.call(method, params_v, now, &self.sessions));
+        for gone in self.sessions.take_evicted() {
+            self.guard.forget_session(&gone);
+            self.recursive.forget_session(&gone);
+            self.forget_tokens(&gone);
+            if let Err(e) = self.store.delete_hs_session(&gone).await {
+                tracing::warn!(error = %e, "cannot delete an evicted session");
+            }
+        }
+        let mut result = match outcome {
+            None => {
+                return Err(RpcError::method_not_found()
+                    .with_data(Value::String(format!("unknown method {method:?}"))));
+            }
+            Some(r) => r?,
+        };
+        let session_id = match method {
+            "state.createSession" => result
+                .get("sessionId")
+                .and_then(Value::as_str)
+                .map(str::to_owned),
+            _ => session_id_param(params).map(str::to_owned),
+        };
+        if method == "state.createSession"
+            && let (Some(id), Some(obj)) = (&session_id, result.as_object_mut())
+        {
+            let token = format!("hst_{}", random_hex(24));
+            if let Ok(mut t) = self.tokens.lock() {
+                t.insert(token.clone(), id.clone());
+            }
+            obj.insert("sessionToken".into(), Value::String(token));
+        }
+        if method == "state.endSession"
+            && let Some(id) = &session_id
+        {
+            self.forget_tokens(id);
+        }
+        if let Some(id) = session_id {
+            self.persist(&id).await?;
+        }
+        Ok(result)
+    }
+
+    fn forget_tokens(&self, session_id: &str) {
+        if let Ok(mut t) = self.tokens.lock() {
+            t.retain(|_, s| s != session_id);
+        }
+    }
+
+    /// Writes the session's snapshot; the reply waits until it is durable.
+    async fn persist(&mut self, session_id: &str) -> Result<(), RpcError> {
+        let Some(session) = self.sessions.session(session_id) else {
+            return Ok(());
+        };
+        let token = self.tokens.lock().ok().and_then(|t| {
+            t.iter()
+                .find(|(_, s)| s.as_str() == session_id)
+                .map(|(tok, _)| tok.clone())
+        });
+        let snapshot = Snapshot {
+            session: session.clone(),
+            budget: self.guard.budget(session_id).cloned(),
+            trace: self.recursive.trace(session_id).cloned(),
+            token,
+        };
+        let json = serde_json::to_string(&snapshot)
+            .map_err(|e| RpcError::internal_error().with_message(e.to_string()))?;
+        self.store
+            .put_hs_session(session_id, &json)
+            .await
+            .map_err(|e| RpcError::internal_error().with_message(format!("storage: {e}")))
     }
 }

@@ -128,7 +128,13 @@ pub async fn run_until(
     let rpc_listener = bind("rpc", config.rpc_listen).await?;
     let tokens = Arc::new(std::sync::Mutex::new(HashMap::new()));
     let (hs_tx, hs_rx) = mpsc::channel(4096);
-    tokio::spawn(hyperspace::run(store.clone(), Arc::clone(&tokens), hs_rx));
+    let snapshots = load_hs_sessions(&store).await?;
+    tokio::spawn(hyperspace::run(
+        store.clone(),
+        Arc::clone(&tokens),
+        snapshots,
+        hs_rx,
+    ));
     let (calls_tx, mut calls_rx) = mpsc::channel::<rpc::Call>(4096);
     let hs_calls = hs_tx.clone();
     tokio::spawn(async move {
@@ -281,6 +287,26 @@ async fn load_catalogs(store: &store::Store) -> Result<HashMap<String, Catalog>,
         }
     }
     Ok(out)
+}
+
+async fn load_hs_sessions(store: &store::Store) -> Result<Vec<hyperspace::Snapshot>, NodeError> {
+    let s = store.clone();
+    let rows = tokio::task::spawn_blocking(move || s.hs_sessions())
+        .await
+        .map_err(|e| store::StoreError::Db {
+            path: std::path::PathBuf::from(store::DB_FILE),
+            message: e.to_string(),
+        })??;
+    Ok(rows
+        .into_iter()
+        .filter_map(|(id, json)| match serde_json::from_str(&json) {
+            Ok(s) => Some(s),
+            Err(e) => {
+                tracing::warn!(%id, error = %e, "stored Hyperspace session is unreadable; ignored");
+                None
+            }
+        })
+        .collect())
 }
 
 async fn load_interactions(

@@ -16,13 +16,15 @@ use tokio::sync::{mpsc, oneshot};
 /// File name of the database inside the data directory.
 pub const DB_FILE: &str = "agora.redb";
 /// Current schema version.
-pub const SCHEMA_VERSION: u64 = 2;
+pub const SCHEMA_VERSION: u64 = 3;
 
 const META: TableDefinition<'_, &str, u64> = TableDefinition::new("meta");
 /// Local capability catalogs: Peer ID → catalog JSON (`{"capabilities":[…]}`).
 const CATALOGS: TableDefinition<'_, &str, &str> = TableDefinition::new("agh_catalogs");
 /// AGH interactions: `channel NUL interaction_id` → JSON record.
 const INTERACTIONS: TableDefinition<'_, &str, &str> = TableDefinition::new("agh_interactions");
+/// Hyperspace sessions: `sessionId` → JSON `{session, budget, trace}`.
+const HS_SESSIONS: TableDefinition<'_, &str, &str> = TableDefinition::new("hs_sessions");
 
 /// Most writes waiting for the writer thread.
 const WRITE_QUEUE: usize = 1024;
@@ -58,6 +60,8 @@ enum Write {
     DeleteCatalog { peer_id: String },
     PutInteraction { key: String, json: String },
     DeleteInteraction { key: String },
+    PutHsSession { id: String, json: String },
+    DeleteHsSession { id: String },
 }
 
 /// Key of an interaction record.
@@ -163,6 +167,28 @@ impl Store {
         .await
     }
 
+    /// Stores a Hyperspace session snapshot; returns once it is durable.
+    pub async fn put_hs_session(&self, session_id: &str, json: &str) -> Result<(), StoreError> {
+        self.submit(Write::PutHsSession {
+            id: session_id.to_owned(),
+            json: json.to_owned(),
+        })
+        .await
+    }
+
+    /// Deletes a Hyperspace session snapshot; returns once it is durable.
+    pub async fn delete_hs_session(&self, session_id: &str) -> Result<(), StoreError> {
+        self.submit(Write::DeleteHsSession {
+            id: session_id.to_owned(),
+        })
+        .await
+    }
+
+    /// Every stored Hyperspace session snapshot, by session id (a blocking read).
+    pub fn hs_sessions(&self) -> Result<Vec<(String, String)>, StoreError> {
+        self.read_all(HS_SESSIONS)
+    }
+
     /// Every stored interaction as `(channel, interaction_id, json)` (a blocking read).
     pub fn interactions(&self) -> Result<Vec<(String, String, String)>, StoreError> {
         Ok(self
@@ -224,7 +250,7 @@ fn migrate(db: &Database, path: &Path) -> Result<(), StoreError> {
             }
             Some(v) if v == SCHEMA_VERSION => {}
             // Migrations, in order: 0 (a fresh file) → 1 creates the catalogs table, 1 → 2 the
-            // interactions table.
+            // interactions table, 2 → 3 the Hyperspace sessions table.
             found => {
                 let from = found.unwrap_or(0);
                 if from < 1 {
@@ -232,6 +258,9 @@ fn migrate(db: &Database, path: &Path) -> Result<(), StoreError> {
                 }
                 if from < 2 {
                     txn.open_table(INTERACTIONS).map_err(|e| err(&e))?;
+                }
+                if from < 3 {
+                    txn.open_table(HS_SESSIONS).map_err(|e| err(&e))?;
                 }
                 meta.insert("schema_version", SCHEMA_VERSION)
                     .map_err(|e| err(&e))?;
@@ -272,8 +301,16 @@ fn apply(db: &Database, jobs: &[Job]) -> Result<(), String> {
     {
         let mut catalogs = txn.open_table(CATALOGS).map_err(|e| e.to_string())?;
         let mut interactions = txn.open_table(INTERACTIONS).map_err(|e| e.to_string())?;
+        let mut hs = txn.open_table(HS_SESSIONS).map_err(|e| e.to_string())?;
         for job in jobs {
             match &job.write {
+                Write::PutHsSession { id, json } => {
+                    hs.insert(id.as_str(), json.as_str())
+                        .map_err(|e| e.to_string())?;
+                }
+                Write::DeleteHsSession { id } => {
+                    hs.remove(id.as_str()).map_err(|e| e.to_string())?;
+                }
                 Write::PutInteraction { key, json } => {
                     interactions
                         .insert(key.as_str(), json.as_str())

@@ -147,3 +147,165 @@ async fn api_key_and_rate_limits() {
     assert!(limited > 0, "a burst beyond the limit is rate limited");
     assert!(limited < 400);
 }
+
+/// Calls `method` with `params` and returns the whole response.
+async fn call(ws: &mut Ws, id: u64, method: &str, params: Value) -> Value {
+    let req = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
+    ask(ws, &req.to_string()).await.expect("a response")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn session_lifecycle_budget_guard_tokens_and_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("n");
+    let node = spawn_node(&data, &[], 30, &[]);
+    let mut ws = connect(&node.rpc, None).await.unwrap();
+
+    // Example 1, step 1: create a session.
+    let r = call(
+        &mut ws,
+        1,
+        "state.createSession",
+        json!({"agentName": "research-agent", "agentType": "autonomous", "model": "gemma-3-12b"}),
+    )
+    .await;
+    let session = r["result"]["sessionId"].as_str().unwrap().to_owned();
+    assert!(r["result"]["createdAt"].as_str().unwrap().ends_with('Z'));
+    let token = r["result"]["sessionToken"].as_str().unwrap().to_owned();
+
+    // State round trip and an episode.
+    let r = call(
+        &mut ws,
+        2,
+        "state.setState",
+        json!({"sessionId": session, "key": "goal", "value": {"topic": "p2p"}}),
+    )
+    .await;
+    assert_eq!(r["result"]["updated"], true);
+    let r = call(
+        &mut ws,
+        3,
+        "state.getState",
+        json!({"sessionId": session, "key": "goal"}),
+    )
+    .await;
+    assert_eq!(r["result"]["value"], json!({"topic": "p2p"}));
+    let r = call(
+        &mut ws,
+        4,
+        "state.recordEpisode",
+        json!({"sessionId": session, "outcome": "success", "reward": 0.8}),
+    )
+    .await;
+    assert!(r["result"]["episodeId"].is_string());
+    let r = call(
+        &mut ws,
+        5,
+        "state.getSession",
+        json!({"sessionId": "sess-unknown"}),
+    )
+    .await;
+    assert_eq!(r["error"]["code"], -32001);
+
+    // Example 3: the budget guard (default limit 1.00).
+    let r = call(
+        &mut ws,
+        10,
+        "guard.consumeBudget",
+        json!({"sessionId": session, "amount": 0.88, "description": "search"}),
+    )
+    .await;
+    assert_eq!(r["result"]["remaining"], 0.12);
+    let r = call(
+        &mut ws,
+        11,
+        "guard.checkBudget",
+        json!({"sessionId": session, "estimatedCost": 5.00}),
+    )
+    .await;
+    assert_eq!(r["result"]["allowed"], false);
+    let r = call(
+        &mut ws,
+        12,
+        "guard.consumeBudget",
+        json!({"sessionId": session, "amount": 5.00, "description": "large-model-inference"}),
+    )
+    .await;
+    assert_eq!(r["error"]["code"], -32002);
+    assert_eq!(r["error"]["message"], "Budget exceeded");
+    assert_eq!(
+        r["error"]["data"],
+        json!({"remaining": 0.12, "requested": 5.00, "limit": 1.00})
+    );
+    assert_eq!(r["id"], 12);
+
+    // Recursion guard.
+    let r = call(&mut ws, 20, "recursive.analyze",
+        json!({"sessionId": session, "currentStep": "a", "callStack": ["a", "b", "c", "a", "b", "c", "a", "b", "c"]})).await;
+    assert_eq!(r["result"]["isLooping"], true);
+    assert_eq!(r["result"]["pattern"], "a -> b -> c");
+
+    // A session token grants that session's calls only.
+    let mut scoped = connect(&node.rpc, Some(&token)).await.unwrap();
+    let r = call(
+        &mut scoped,
+        30,
+        "guard.getBudgetStatus",
+        json!({"sessionId": session}),
+    )
+    .await;
+    assert_eq!(r["result"]["consumed"], 0.88);
+    let other = call(
+        &mut ws,
+        31,
+        "state.createSession",
+        json!({"agentName": "other"}),
+    )
+    .await;
+    let other_id = other["result"]["sessionId"].as_str().unwrap().to_owned();
+    let r = call(
+        &mut scoped,
+        32,
+        "state.getSession",
+        json!({"sessionId": other_id}),
+    )
+    .await;
+    assert_eq!(r["error"]["code"], -32600, "{r}");
+
+    // Restart: sessions, state and budgets survive; the live token still works.
+    drop(scoped);
+    drop(ws);
+    drop(node);
+    let node = spawn_node(&data, &[], 30, &[]);
+    let mut scoped = connect(&node.rpc, Some(&token)).await.unwrap();
+    let r = call(
+        &mut scoped,
+        40,
+        "state.getState",
+        json!({"sessionId": session, "key": "goal"}),
+    )
+    .await;
+    assert_eq!(r["result"]["value"], json!({"topic": "p2p"}));
+    let r = call(
+        &mut scoped,
+        41,
+        "guard.getBudgetStatus",
+        json!({"sessionId": session}),
+    )
+    .await;
+    assert_eq!(r["result"]["remaining"], 0.12);
+    // Ending the session withdraws its token.
+    let r = call(
+        &mut scoped,
+        42,
+        "state.endSession",
+        json!({"sessionId": session}),
+    )
+    .await;
+    assert_eq!(r["result"]["ended"], true);
+    drop(scoped);
+    assert!(
+        connect(&node.rpc, Some(&token)).await.is_err(),
+        "the token ends with the session"
+    );
+}
