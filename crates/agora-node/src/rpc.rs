@@ -57,10 +57,152 @@ pub enum Principal {
 pub struct Call {
     /// Caller.
     pub principal: Principal,
+    /// The caller's connection (tools registered by it live as long as it does).
+    pub conn: u64,
     /// The request.
     pub request: Request,
     /// The outcome.
     pub reply: oneshot::Sender<Result<Value, RpcError>>,
+}
+
+/// Server-to-client requests on open connections (a tool provider is asked to run its tool on
+/// the connection that registered it).
+#[derive(Clone, Debug, Default)]
+pub struct Links {
+    inner: Arc<Mutex<LinkTable>>,
+}
+
+#[derive(Debug, Default)]
+struct LinkTable {
+    next_conn: u64,
+    next_request: u64,
+    conns: HashMap<u64, mpsc::Sender<String>>,
+    pending: HashMap<String, (u64, oneshot::Sender<Result<Value, RpcError>>)>,
+}
+
+impl Links {
+    fn open(&self, out: mpsc::Sender<String>) -> u64 {
+        let Ok(mut t) = self.inner.lock() else {
+            return 0;
+        };
+        t.next_conn += 1;
+        let id = t.next_conn;
+        t.conns.insert(id, out);
+        id
+    }
+
+    fn close(&self, conn: u64) {
+        if let Ok(mut t) = self.inner.lock() {
+            t.conns.remove(&conn);
+            let gone: Vec<String> = t
+                .pending
+                .iter()
+                .filter(|(_, (c, _))| *c == conn)
+                .map(|(k, _)| k.clone())
+                .collect();
+            for k in gone {
+                if let Some((_, tx)) = t.pending.remove(&k) {
+                    let _ = tx.send(Err(
+                        RpcError::peer_unavailable().with_message("the provider disconnected")
+                    ));
+                }
+            }
+        }
+    }
+
+    /// `true` while connection `conn` is open.
+    pub fn is_open(&self, conn: u64) -> bool {
+        self.inner.lock().is_ok_and(|t| t.conns.contains_key(&conn))
+    }
+
+    /// Sends `method(params)` to the client on `conn` and waits for its answer, at most
+    /// `timeout`; −32006 when the connection is gone or does not answer in time.
+    pub async fn request(
+        &self,
+        conn: u64,
+        method: &str,
+        params: Value,
+        timeout: std::time::Duration,
+    ) -> Result<Value, RpcError> {
+        let unavailable = |why: &str| RpcError::peer_unavailable().with_message(why.to_owned());
+        let (tx, rx) = oneshot::channel();
+        let (out, id) = {
+            let mut t = self
+                .inner
+                .lock()
+                .map_err(|_| unavailable("link table unavailable"))?;
+            let out = t
+                .conns
+                .get(&conn)
+                .cloned()
+                .ok_or_else(|| unavailable("the provider is not connected"))?;
+            t.next_request += 1;
+            let id = format!("srv-{}", t.next_request);
+            t.pending.insert(id.clone(), (conn, tx));
+            (out, id)
+        };
+        let req = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
+        if out.send(req.to_string()).await.is_err() {
+            self.forget(&id);
+            return Err(unavailable("the provider is not connected"));
+        }
+        match tokio::time::timeout(timeout, rx).await {
+            Ok(Ok(r)) => r,
+            Ok(Err(_)) => Err(unavailable("the provider disconnected")),
+            Err(_) => {
+                self.forget(&id);
+                Err(unavailable("the provider did not answer in time"))
+            }
+        }
+    }
+
+    fn forget(&self, id: &str) {
+        if let Ok(mut t) = self.inner.lock() {
+            t.pending.remove(id);
+        }
+    }
+
+    /// Routes a response frame from a client to the request that awaits it; `false` when the
+    /// frame is not a response to one of ours.
+    fn resolve(&self, frame: &Value) -> bool {
+        let Some(id) = frame.get("id").and_then(Value::as_str) else {
+            return false;
+        };
+        let Ok(mut t) = self.inner.lock() else {
+            return false;
+        };
+        let Some((_, tx)) = t.pending.remove(id) else {
+            return false;
+        };
+        let outcome = match (frame.get("result"), frame.get("error")) {
+            (Some(r), None) => Ok(r.clone()),
+            (_, Some(e)) => Err(RpcError::new(
+                jsonrpc::RpcCode(
+                    e["code"]
+                        .as_i64()
+                        .and_then(|c| i32::try_from(c).ok())
+                        .unwrap_or(-32603),
+                ),
+                e["message"].as_str().unwrap_or("provider error").to_owned(),
+            )
+            .with_data(e.get("data").cloned().unwrap_or(Value::Null))),
+            _ => Err(RpcError::invalid_request()
+                .with_message("the provider sent a response without result or error")),
+        };
+        let _ = tx.send(outcome);
+        true
+    }
+}
+
+/// A frame that looks like a JSON-RPC response (no `method`, a `result` or an `error`).
+fn as_response(text: &str) -> Option<Value> {
+    let t = text.trim_start();
+    if !t.starts_with('{') || !(t.contains("\"result\"") || t.contains("\"error\"")) {
+        return None;
+    }
+    let v: Value = serde_json::from_str(t).ok()?;
+    (v.get("method").is_none() && (v.get("result").is_some() || v.get("error").is_some()))
+        .then_some(v)
 }
 
 /// Token bucket.
@@ -109,6 +251,8 @@ pub struct RpcState {
     pub conn_rate: f64,
     /// Requests per second per credential.
     pub key_rate: f64,
+    /// Open connections, for server-to-client requests.
+    pub links: Links,
 }
 
 impl RpcState {
@@ -127,6 +271,7 @@ impl RpcState {
             key_buckets: Arc::new(Mutex::new(HashMap::new())),
             conn_rate: CONN_RATE,
             key_rate: KEY_RATE,
+            links: Links::default(),
         }
     }
 
@@ -202,6 +347,16 @@ async fn upgrade(
 
 async fn session(state: RpcState, principal: Principal, socket: WebSocket) {
     let (mut sink, mut stream) = socket.split();
+    let (out, mut out_rx) = mpsc::channel::<String>(256);
+    let writer = tokio::spawn(async move {
+        while let Some(frame) = out_rx.recv().await {
+            if sink.send(Message::Text(frame.into())).await.is_err() {
+                break;
+            }
+        }
+        let _ = sink.close().await;
+    });
+    let conn = state.links.open(out.clone());
     let mut bucket = Bucket::new(state.conn_rate);
     while let Some(Ok(message)) = stream.next().await {
         let text = match message {
@@ -213,7 +368,7 @@ async fn session(state: RpcState, principal: Principal, socket: WebSocket) {
                         .with_data(json!("JSON-RPC messages are text frames")),
                 )
                 .to_json();
-                if sink.send(Message::Text(reply.into())).await.is_err() {
+                if out.send(reply).await.is_err() {
                     break;
                 }
                 continue;
@@ -221,29 +376,74 @@ async fn session(state: RpcState, principal: Principal, socket: WebSocket) {
             Message::Close(_) => break,
             Message::Ping(_) | Message::Pong(_) => continue,
         };
-        let reply = handle(&state, &principal, &mut bucket, text.as_str()).await;
-        if let Some(reply) = reply
-            && sink.send(Message::Text(reply.into())).await.is_err()
+        // Answers to our own requests (tool invocations) go to whoever waits for them.
+        if let Some(v) = as_response(text.as_str())
+            && state.links.resolve(&v)
         {
-            break;
+            continue;
+        }
+        // Calls reach the service in the order they were sent; their replies are awaited apart,
+        // so a slow call (or a provider that is itself waiting) never blocks the connection.
+        let pending = dispatch(&state, &principal, conn, &mut bucket, text.as_str()).await;
+        let out2 = out.clone();
+        tokio::spawn(async move {
+            if let Some(reply) = pending.reply().await {
+                let _ = out2.send(reply).await;
+            }
+        });
+    }
+    state.links.close(conn);
+    drop(out);
+    let _ = writer.await;
+}
+
+/// The replies one frame is waiting for, in request order.
+enum Pending {
+    /// Nothing to send (notifications only).
+    Nothing,
+    /// A reply that is ready now.
+    Ready(String),
+    /// Replies to wait for, in the order of the requests; `batch` says how to encode them.
+    Waiting { slots: Vec<Slot>, batch: bool },
+}
+
+/// One element of a frame: a framing error, or a request and its outcome.
+enum Slot {
+    Error(jsonrpc::Response),
+    Call(Request, Outcome),
+}
+
+/// An outcome now, or one the Hyperspace service will deliver.
+enum Outcome {
+    Now(Result<Value, RpcError>),
+    Later(oneshot::Receiver<Result<Value, RpcError>>),
+}
+
+impl Outcome {
+    async fn resolve(self) -> Result<Value, RpcError> {
+        match self {
+            Self::Now(r) => r,
+            Self::Later(rx) => rx.await.unwrap_or_else(|_| {
+                Err(RpcError::internal_error().with_message("the call was dropped"))
+            }),
         }
     }
 }
 
-async fn handle(
+/// Parses a frame and hands its requests to the service in order (so the service sees a
+/// connection's calls in the order they were sent); the replies are awaited separately.
+async fn dispatch(
     state: &RpcState,
     principal: &Principal,
+    conn: u64,
     bucket: &mut Bucket,
     text: &str,
-) -> Option<String> {
-    match jsonrpc::parse_frame(text) {
-        Frame::Single(item) => {
-            let response = respond(state, principal, bucket, item).await?;
-            Some(response.to_json())
-        }
+) -> Pending {
+    let (items, batch) = match jsonrpc::parse_frame(text) {
+        Frame::Single(item) => (vec![item], false),
         Frame::Batch(items) => {
             if items.len() > MAX_BATCH {
-                return Some(
+                return Pending::Ready(
                     jsonrpc::ErrorResponse::new(
                         jsonrpc::Id::null(),
                         RpcError::invalid_request().with_data(json!(format!(
@@ -253,51 +453,81 @@ async fn handle(
                     .to_json(),
                 );
             }
-            let mut out = Vec::new();
-            for item in items {
-                if let Some(r) = respond(state, principal, bucket, item).await {
-                    out.push(r);
+            (items, true)
+        }
+    };
+    let mut slots = Vec::with_capacity(items.len());
+    for item in items {
+        slots.push(match item {
+            Err(e) => Slot::Error(e.into()),
+            Ok(request) => {
+                let outcome = submit(state, principal, conn, bucket, &request).await;
+                Slot::Call(request, outcome)
+            }
+        });
+    }
+    if slots.is_empty() {
+        return Pending::Nothing;
+    }
+    Pending::Waiting { slots, batch }
+}
+
+impl Pending {
+    /// Waits for the outcomes and encodes the reply.
+    async fn reply(self) -> Option<String> {
+        match self {
+            Self::Nothing => None,
+            Self::Ready(s) => Some(s),
+            Self::Waiting { slots, batch } => {
+                let mut out = Vec::with_capacity(slots.len());
+                for slot in slots {
+                    match slot {
+                        Slot::Error(r) => out.push(r),
+                        Slot::Call(request, outcome) => {
+                            if let Some(r) = request.reply(outcome.resolve().await) {
+                                out.push(r);
+                            }
+                        }
+                    }
+                }
+                if batch {
+                    jsonrpc::encode_batch(&out)
+                } else {
+                    out.pop().map(|r| r.to_json())
                 }
             }
-            jsonrpc::encode_batch(&out)
         }
     }
 }
 
-async fn respond(
+async fn submit(
     state: &RpcState,
     principal: &Principal,
+    conn: u64,
     bucket: &mut Bucket,
-    item: Result<Request, jsonrpc::ErrorResponse>,
-) -> Option<jsonrpc::Response> {
-    let request = match item {
-        Ok(r) => r,
-        Err(e) => return Some(e.into()),
-    };
+    request: &Request,
+) -> Outcome {
     let limited = bucket
         .take(state.conn_rate, Instant::now())
         .and_then(|()| state.take_key_token(principal));
-    let outcome = match limited {
-        Err(retry_after) => {
-            Err(RpcError::rate_limited().with_data(json!({ "retryAfterMs": retry_after })))
-        }
-        Ok(()) => {
-            let (tx, rx) = oneshot::channel();
-            let call = Call {
-                principal: principal.clone(),
-                request: request.clone(),
-                reply: tx,
-            };
-            if state.calls.send(call).await.is_err() {
-                Err(RpcError::internal_error().with_message("the node is shutting down"))
-            } else {
-                rx.await.unwrap_or_else(|_| {
-                    Err(RpcError::internal_error().with_message("the call was dropped"))
-                })
-            }
-        }
+    if let Err(retry_after) = limited {
+        return Outcome::Now(Err(
+            RpcError::rate_limited().with_data(json!({ "retryAfterMs": retry_after }))
+        ));
+    }
+    let (tx, rx) = oneshot::channel();
+    let call = Call {
+        principal: principal.clone(),
+        conn,
+        request: request.clone(),
+        reply: tx,
     };
-    request.reply(outcome)
+    if state.calls.send(call).await.is_err() {
+        return Outcome::Now(Err(
+            RpcError::internal_error().with_message("the node is shutting down")
+        ));
+    }
+    Outcome::Later(rx)
 }
 
 #[cfg(test)]
