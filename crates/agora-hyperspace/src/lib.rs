@@ -5,12 +5,14 @@
 //! async, no clock reads: time and randomness come in as arguments.
 #![warn(missing_docs)]
 
+pub mod card;
 pub mod envelope;
 pub mod guard;
 pub mod jsonrpc;
 pub mod peer_id;
 pub mod recursive;
 pub mod state;
+pub mod tool;
 pub mod topic;
 
 pub use envelope::{Envelope, ReplayWindow, VerifyError, sign, verify};

@@ -26,11 +26,12 @@ use agora_hyperspace::guard::{Budget, Guard};
 use agora_hyperspace::jsonrpc::RpcError;
 use agora_hyperspace::recursive::{RecursionTrace, Recursive};
 use agora_hyperspace::state::{Session, Sessions};
+use agora_hyperspace::tool::{InvokeParams, InvokeResult, InvokeTarget, ToolRegistry};
 use libp2p::gossipsub::MessageAcceptance;
 use serde_json::Value;
 use tokio::sync::{mpsc, oneshot};
 
-use crate::rpc::{Call, Principal};
+use crate::rpc::{Call, Links, Principal};
 use crate::store::Store;
 
 /// Gossip topic prefix of Hyperspace.
@@ -61,6 +62,25 @@ pub enum Input {
     Call(Call),
     /// A gossip message to verify.
     Gossip(GossipCheck),
+    /// A JSON-RPC connection closed: its tools go with it.
+    Closed(u64),
+    /// A tool invocation finished (for the tool's analytics).
+    Invoked {
+        /// Tool id.
+        tool_id: String,
+        /// Duration in milliseconds.
+        duration_ms: u64,
+        /// Did the provider answer with a result?
+        success: bool,
+    },
+}
+
+/// How long a provider has to answer `tool.invoke`.
+pub const INVOKE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// The owner name of tools registered over connection `conn`.
+fn owner_of(conn: u64) -> String {
+    format!("rpc-conn-{conn}")
 }
 
 /// What is stored per session: the session and the guard and recursion state tied to it.
@@ -81,8 +101,25 @@ struct Service {
     sessions: Sessions,
     guard: Guard,
     recursive: Recursive,
+    tools: ToolRegistry,
+    links: Links,
+    peer_id: String,
+    inputs: mpsc::Sender<Input>,
     store: Store,
     tokens: Arc<Mutex<HashMap<String, String>>>,
+}
+
+/// What the Hyperspace service needs from the node.
+#[derive(Debug)]
+pub struct HsWiring {
+    /// This node's PeerId (the `peerId` of its tools).
+    pub peer_id: String,
+    /// Open JSON-RPC connections (tool providers).
+    pub links: Links,
+    /// The service's own input, for results of work it hands to other tasks.
+    pub inputs_tx: mpsc::Sender<Input>,
+    /// The service's input.
+    pub inputs: mpsc::Receiver<Input>,
 }
 
 fn random_hex(bytes: usize) -> String {
@@ -117,23 +154,46 @@ pub async fn run(
     store: Store,
     tokens: Arc<Mutex<HashMap<String, String>>>,
     snapshots: Vec<Snapshot>,
-    mut inputs: mpsc::Receiver<Input>,
+    wiring: HsWiring,
 ) {
+    let HsWiring {
+        peer_id,
+        links,
+        inputs_tx,
+        mut inputs,
+    } = wiring;
     let mut svc = Service {
         window: ReplayWindow::default(),
         sessions: Sessions::new(),
         guard: Guard::new(),
         recursive: Recursive::new(),
+        tools: ToolRegistry::new(peer_id.clone()),
+        links,
+        peer_id,
+        inputs: inputs_tx,
         store,
         tokens,
     };
     svc.restore(snapshots);
     while let Some(input) = inputs.recv().await {
         match input {
+            Input::Closed(conn) => {
+                svc.tools.remove_owner(&owner_of(conn));
+            }
+            Input::Invoked {
+                tool_id,
+                duration_ms,
+                success,
+            } => {
+                // The tool may have left with its provider meanwhile.
+                let _ = svc.tools.record_invocation(&tool_id, duration_ms, success);
+            }
+            Input::Call(call) if call.request.method == "tool.invoke" => svc.invoke(call),
             Input::Call(call) => {
                 let outcome = svc
                     .call(
                         &call.principal,
+                        call.conn,
                         &call.request.method,
                         call.request.params.as_ref(),
                     )
@@ -182,9 +242,83 @@ impl Service {
         }
     }
 
+    /// `tool.invoke`: resolves where the tool lives and asks its provider, off the service task
+    /// (the provider may take a while); the caller gets `{result, duration, peerId}`.
+    fn invoke(&mut self, call: Call) {
+        if matches!(call.principal, Principal::Session(_)) {
+            let _ =
+                call.reply.send(Err(RpcError::invalid_request()
+                    .with_message("session token does not grant this call")));
+            return;
+        }
+        let params: InvokeParams =
+            match serde_json::from_value(call.request.params.clone().unwrap_or(Value::Null)) {
+                Ok(p) => p,
+                Err(e) => {
+                    let _ = call
+                        .reply
+                        .send(Err(RpcError::invalid_params().with_message(e.to_string())));
+                    return;
+                }
+            };
+        let plan = match self.tools.plan_invoke(&params, now_ms()) {
+            Ok(p) => p,
+            Err(e) => {
+                let _ = call.reply.send(Err(e));
+                return;
+            }
+        };
+        let InvokeTarget::Local { owner } = plan.target else {
+            // Remote tools are reached node to node by request-response: not wired yet.
+            let _ = call.reply.send(Err(RpcError::peer_unavailable()
+                .with_message("tools of other nodes cannot be invoked yet")
+                .with_data(serde_json::json!({ "toolId": params.tool_id }))));
+            return;
+        };
+        let Some(conn) = owner
+            .strip_prefix("rpc-conn-")
+            .and_then(|c| c.parse::<u64>().ok())
+        else {
+            let _ = call.reply.send(Err(RpcError::peer_unavailable()));
+            return;
+        };
+        let links = self.links.clone();
+        let done = self.inputs.clone();
+        let peer_id = self.peer_id.clone();
+        tokio::spawn(async move {
+            let started = std::time::Instant::now();
+            let forwarded = serde_json::json!({
+                "toolId": params.tool_id,
+                "params": params.params,
+                "sessionId": params.session_id,
+            });
+            let outcome = links
+                .request(conn, "tool.invoke", forwarded, INVOKE_TIMEOUT)
+                .await;
+            let duration_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
+            let _ = done
+                .send(Input::Invoked {
+                    tool_id: params.tool_id.clone(),
+                    duration_ms,
+                    success: outcome.is_ok(),
+                })
+                .await;
+            let reply = outcome.and_then(|result| {
+                serde_json::to_value(InvokeResult {
+                    result,
+                    duration: duration_ms,
+                    peer_id,
+                })
+                .map_err(|e| RpcError::internal_error().with_message(e.to_string()))
+            });
+            let _ = call.reply.send(reply);
+        });
+    }
+
     async fn call(
         &mut self,
         principal: &Principal,
+        conn: u64,
         method: &str,
         params: Option<&Value>,
     ) -> Result<Value, RpcError> {
@@ -209,7 +343,12 @@ impl Service {
             .sessions
             .call(method, params_v, now, &mut ids)
             .or_else(|| self.guard.call(method, params_v, now, &self.sessions))
-            .or_else(|| self.recursive.call(method, params_v, now, &self.sessions));
+            .or_else(|| self.recursive.call(method, params_v, now, &self.sessions))
+            .or_else(|| {
+                let mut tool_ids = || format!("tool_{}", random_hex(8));
+                self.tools
+                    .call(method, params_v, now, &owner_of(conn), &mut tool_ids)
+            });
         for gone in self.sessions.take_evicted() {
             self.guard.forget_session(&gone);
             self.recursive.forget_session(&gone);

@@ -129,12 +129,31 @@ pub async fn run_until(
     let tokens = Arc::new(std::sync::Mutex::new(HashMap::new()));
     let (hs_tx, hs_rx) = mpsc::channel(4096);
     let snapshots = load_hs_sessions(&store).await?;
+    let links = rpc::Links::default();
     tokio::spawn(hyperspace::run(
         store.clone(),
         Arc::clone(&tokens),
         snapshots,
-        hs_rx,
+        hyperspace::HsWiring {
+            peer_id: mesh.peer_id().to_string(),
+            links: links.clone(),
+            inputs_tx: hs_tx.clone(),
+            inputs: hs_rx,
+        },
     ));
+    let (closed_tx, mut closed_rx) = mpsc::channel::<u64>(256);
+    let hs_closed = hs_tx.clone();
+    tokio::spawn(async move {
+        while let Some(conn) = closed_rx.recv().await {
+            if hs_closed
+                .send(hyperspace::Input::Closed(conn))
+                .await
+                .is_err()
+            {
+                break;
+            }
+        }
+    });
     let (calls_tx, mut calls_rx) = mpsc::channel::<rpc::Call>(4096);
     let hs_calls = hs_tx.clone();
     tokio::spawn(async move {
@@ -239,6 +258,8 @@ pub async fn run_until(
         config.rpc_api_key.clone(),
         rpc_addr.ip().is_loopback(),
         tokens,
+        links,
+        Some(closed_tx),
     );
     let rpc_server = serve(rpc_listener, rpc::face(rpc_state), "rpc", rpc_addr);
     drop(state);

@@ -253,6 +253,8 @@ pub struct RpcState {
     pub key_rate: f64,
     /// Open connections, for server-to-client requests.
     pub links: Links,
+    /// Told the id of every connection that closes.
+    pub closed: Option<mpsc::Sender<u64>>,
 }
 
 impl RpcState {
@@ -262,6 +264,8 @@ impl RpcState {
         api_key: Option<String>,
         loopback: bool,
         tokens: Arc<Mutex<HashMap<String, String>>>,
+        links: Links,
+        closed: Option<mpsc::Sender<u64>>,
     ) -> Self {
         Self {
             calls,
@@ -271,7 +275,8 @@ impl RpcState {
             key_buckets: Arc::new(Mutex::new(HashMap::new())),
             conn_rate: CONN_RATE,
             key_rate: KEY_RATE,
-            links: Links::default(),
+            links,
+            closed,
         }
     }
 
@@ -393,6 +398,9 @@ async fn session(state: RpcState, principal: Principal, socket: WebSocket) {
         });
     }
     state.links.close(conn);
+    if let Some(closed) = &state.closed {
+        let _ = closed.send(conn).await;
+    }
     drop(out);
     let _ = writer.await;
 }
@@ -558,9 +566,23 @@ mod tests {
             "tok".to_owned(),
             "s-1".to_owned(),
         )])));
-        let with_key = RpcState::new(tx.clone(), Some("k3y".into()), true, Arc::clone(&tokens));
-        let open = RpcState::new(tx.clone(), None, true, Arc::clone(&tokens));
-        let remote = RpcState::new(tx, None, false, tokens);
+        let with_key = RpcState::new(
+            tx.clone(),
+            Some("k3y".into()),
+            true,
+            Arc::clone(&tokens),
+            Links::default(),
+            None,
+        );
+        let open = RpcState::new(
+            tx.clone(),
+            None,
+            true,
+            Arc::clone(&tokens),
+            Links::default(),
+            None,
+        );
+        let remote = RpcState::new(tx, None, false, tokens, Links::default(), None);
         let h = |v: Option<&str>| {
             let mut m = HeaderMap::new();
             if let Some(v) = v {

@@ -23,7 +23,8 @@ fn agora(args: &[&str], stdin: Option<&[u8]>) -> Output {
         .spawn()
         .unwrap();
     let mut pipe = child.stdin.take().unwrap();
-    pipe.write_all(stdin.unwrap_or_default()).unwrap();
+    // The command may exit (usage error) before reading its input: a broken pipe is fine.
+    let _ = pipe.write_all(stdin.unwrap_or_default());
     drop(pipe);
     child.wait_with_output().unwrap()
 }

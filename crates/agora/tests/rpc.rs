@@ -309,3 +309,86 @@ async fn session_lifecycle_budget_guard_tokens_and_restart() {
         "the token ends with the session"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_registered_tool_is_discovered_and_invoked_on_its_provider() {
+    let dir = tempfile::tempdir().unwrap();
+    let node = spawn_node(&dir.path().join("n"), &[], 30, &[]);
+    let mut provider = connect(&node.rpc, None).await.unwrap();
+    let r = call(
+        &mut provider,
+        1,
+        "tool.register",
+        json!({
+        "name": "web-search", "description": "Search the web and return links",
+        "schema": {"type": "object", "properties": {"q": {"type": "string"}}},
+        "capabilities": ["search", "web"]}),
+    )
+    .await;
+    let tool = r["result"]["toolId"].as_str().unwrap().to_owned();
+
+    let mut client = connect(&node.rpc, None).await.unwrap();
+    let r = call(
+        &mut client,
+        2,
+        "tool.discover",
+        json!({"query": "web search", "capabilities": ["search"]}),
+    )
+    .await;
+    assert_eq!(r["result"]["tools"][0]["id"], tool.as_str(), "{r}");
+
+    // The client's invoke reaches the provider as a JSON-RPC request on its own connection.
+    let invoke = json!({"jsonrpc": "2.0", "id": 3, "method": "tool.invoke",
+                        "params": {"toolId": tool, "params": {"q": "rust"}}});
+    client
+        .send(Message::Text(invoke.to_string().into()))
+        .await
+        .unwrap();
+    let Some(Ok(Message::Text(req))) = provider.next().await else {
+        panic!("provider is asked")
+    };
+    let req: Value = serde_json::from_str(req.as_str()).unwrap();
+    assert_eq!(req["method"], "tool.invoke");
+    assert_eq!(req["params"]["params"], json!({"q": "rust"}));
+    let answer = json!({"jsonrpc": "2.0", "id": req["id"], "result": {"links": ["https://www.rust-lang.org"]}});
+    provider
+        .send(Message::Text(answer.to_string().into()))
+        .await
+        .unwrap();
+    let Some(Ok(Message::Text(resp))) = client.next().await else {
+        panic!("client gets the result")
+    };
+    let resp: Value = serde_json::from_str(resp.as_str()).unwrap();
+    assert_eq!(resp["id"], 3);
+    assert_eq!(
+        resp["result"]["result"]["links"][0],
+        "https://www.rust-lang.org"
+    );
+    assert!(resp["result"]["duration"].is_u64());
+    assert_eq!(resp["result"]["peerId"], node.peer_id);
+
+    let r = call(&mut client, 4, "tool.getAnalytics", json!({"toolId": tool})).await;
+    assert_eq!(r["result"]["invocations"], 1);
+    assert_eq!(r["result"]["successRate"], 1.0);
+
+    // The tool belongs to its provider's connection: when it closes, the tool is gone.
+    drop(provider);
+    let mut gone = None;
+    for i in 0..50 {
+        let r = call(&mut client, 10 + i, "tool.listRegistered", json!({})).await;
+        if r["result"]["tools"].as_array().is_some_and(Vec::is_empty) {
+            gone = Some(());
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    gone.expect("the tool leaves with its provider");
+    let r = call(
+        &mut client,
+        99,
+        "tool.invoke",
+        json!({"toolId": tool, "params": {}}),
+    )
+    .await;
+    assert_eq!(r["error"]["code"], -32602, "{r}");
+}
