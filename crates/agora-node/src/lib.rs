@@ -290,14 +290,23 @@ fn local_addr(
         .map_err(|source| NodeError::Listen { face, addr, source })
 }
 
-async fn load_catalogs(store: &store::Store) -> Result<HashMap<String, Catalog>, NodeError> {
+/// Runs a blocking store read off the async threads.
+async fn read_store<T: Send + 'static>(
+    store: &store::Store,
+    read: fn(&store::Store) -> Result<T, store::StoreError>,
+) -> Result<T, NodeError> {
     let s = store.clone();
-    let rows = tokio::task::spawn_blocking(move || s.catalogs())
+    let result = tokio::task::spawn_blocking(move || read(&s))
         .await
         .map_err(|e| store::StoreError::Db {
             path: std::path::PathBuf::from(store::DB_FILE),
             message: e.to_string(),
-        })??;
+        })?;
+    Ok(result?)
+}
+
+async fn load_catalogs(store: &store::Store) -> Result<HashMap<String, Catalog>, NodeError> {
+    let rows = read_store(store, store::Store::catalogs).await?;
     let mut out = HashMap::new();
     for (peer_id, json) in rows {
         match Catalog::from_json(&json) {
@@ -311,13 +320,7 @@ async fn load_catalogs(store: &store::Store) -> Result<HashMap<String, Catalog>,
 }
 
 async fn load_hs_sessions(store: &store::Store) -> Result<Vec<hyperspace::Snapshot>, NodeError> {
-    let s = store.clone();
-    let rows = tokio::task::spawn_blocking(move || s.hs_sessions())
-        .await
-        .map_err(|e| store::StoreError::Db {
-            path: std::path::PathBuf::from(store::DB_FILE),
-            message: e.to_string(),
-        })??;
+    let rows = read_store(store, store::Store::hs_sessions).await?;
     Ok(rows
         .into_iter()
         .filter_map(|(id, json)| match serde_json::from_str(&json) {
@@ -333,13 +336,7 @@ async fn load_hs_sessions(store: &store::Store) -> Result<Vec<hyperspace::Snapsh
 async fn load_interactions(
     store: &store::Store,
 ) -> Result<Vec<(String, String, agora_agh::lifecycle::Interaction)>, NodeError> {
-    let s = store.clone();
-    let rows = tokio::task::spawn_blocking(move || s.interactions())
-        .await
-        .map_err(|e| store::StoreError::Db {
-            path: std::path::PathBuf::from(store::DB_FILE),
-            message: e.to_string(),
-        })??;
+    let rows = read_store(store, store::Store::interactions).await?;
     Ok(rows
         .into_iter()
         .filter_map(|(channel, iid, json)| match agh::parse_interaction(&json) {
