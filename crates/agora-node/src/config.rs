@@ -18,7 +18,7 @@ pub const DEFAULT_DATA_DIR: &str = "agora-data";
 pub const DEFAULT_CONFIG_FILE: &str = "agora.toml";
 
 /// The node's effective configuration.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct Config {
     /// Data directory (node key, database).
     pub data: PathBuf,
@@ -41,6 +41,10 @@ pub struct Config {
     /// API key of the JSON-RPC face (`[rpc] api_key`, `AGORA_RPC_API_KEY`); required when
     /// `rpc_listen` is not loopback.
     pub rpc_api_key: Option<String>,
+    /// JSON-RPC requests per second per connection (`[rpc] conn_rate`, `AGORA_RPC_CONN_RATE`).
+    pub rpc_conn_rate: f64,
+    /// JSON-RPC requests per second per credential (`[rpc] key_rate`, `AGORA_RPC_KEY_RATE`).
+    pub rpc_key_rate: f64,
 }
 
 /// `[agh]` settings.
@@ -79,6 +83,8 @@ impl Default for Config {
                 nats: None,
             },
             rpc_api_key: None,
+            rpc_conn_rate: 200.0,
+            rpc_key_rate: 1000.0,
         }
     }
 }
@@ -138,6 +144,8 @@ struct File {
 #[serde(deny_unknown_fields)]
 struct FileRpc {
     api_key: Option<String>,
+    conn_rate: Option<f64>,
+    key_rate: Option<f64>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -193,6 +201,10 @@ pub struct Overrides {
     pub nats_url: Option<String>,
     /// `AGORA_RPC_API_KEY`.
     pub rpc_api_key: Option<String>,
+    /// `AGORA_RPC_CONN_RATE`.
+    pub rpc_conn_rate: Option<f64>,
+    /// `AGORA_RPC_KEY_RATE`.
+    pub rpc_key_rate: Option<f64>,
 }
 
 impl Config {
@@ -231,7 +243,9 @@ impl Config {
             bootstrap: file.bootstrap.map(OneOrMany::into_vec).unwrap_or_default(),
             greet_interval: file.greet_interval,
             nats_url: None,
-            rpc_api_key: file.rpc.and_then(|r| r.api_key),
+            rpc_api_key: file.rpc.as_ref().and_then(|r| r.api_key.clone()),
+            rpc_conn_rate: file.rpc.as_ref().and_then(|r| r.conn_rate),
+            rpc_key_rate: file.rpc.as_ref().and_then(|r| r.key_rate),
         })?;
         if let Some(agh) = file.agh {
             if let Some(age) = agh.replay_age {
@@ -292,6 +306,17 @@ impl Config {
             }
             self.rpc_api_key = Some(key.trim().to_owned());
         }
+        for (value, slot, key) in [
+            (o.rpc_conn_rate, &mut self.rpc_conn_rate, "rpc.conn_rate"),
+            (o.rpc_key_rate, &mut self.rpc_key_rate, "rpc.key_rate"),
+        ] {
+            if let Some(v) = value {
+                if !(v.is_finite() && v >= 1.0) {
+                    return Err(invalid(key, "must be at least 1 request per second"));
+                }
+                *slot = v;
+            }
+        }
         Ok(())
     }
 
@@ -319,6 +344,8 @@ impl Config {
             greet_interval: get("AGORA_GREET_INTERVAL").and_then(|v| v.trim().parse().ok()),
             nats_url: get("AGORA_AGH_NATS_URL"),
             rpc_api_key: get("AGORA_RPC_API_KEY"),
+            rpc_conn_rate: get("AGORA_RPC_CONN_RATE").and_then(|v| v.trim().parse().ok()),
+            rpc_key_rate: get("AGORA_RPC_KEY_RATE").and_then(|v| v.trim().parse().ok()),
         }
     }
 }

@@ -253,7 +253,7 @@ pub async fn run_until(
         "http",
         http_addr,
     );
-    let rpc_state = rpc::RpcState::new(
+    let mut rpc_state = rpc::RpcState::new(
         calls_tx,
         config.rpc_api_key.clone(),
         rpc_addr.ip().is_loopback(),
@@ -261,6 +261,8 @@ pub async fn run_until(
         links,
         Some(closed_tx),
     );
+    rpc_state.conn_rate = config.rpc_conn_rate;
+    rpc_state.key_rate = config.rpc_key_rate;
     let rpc_server = serve(rpc_listener, rpc::face(rpc_state), "rpc", rpc_addr);
     drop(state);
 

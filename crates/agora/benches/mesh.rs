@@ -143,6 +143,54 @@ async fn throughput(count: usize, window: usize) -> (f64, usize) {
     (got as f64 / start.elapsed().as_secs_f64(), got)
 }
 
+/// JSON-RPC calls per second on one connection, `window` requests in flight.
+async fn rpc_calls(count: usize, window: usize) -> f64 {
+    use futures::{SinkExt, StreamExt};
+    use tokio_tungstenite::tungstenite::Message;
+    let dir = tempfile::tempdir().unwrap();
+    // Lift the per-connection rate limit so that the node itself is measured.
+    let node = support::spawn_node_env(
+        &dir.path().join("n"),
+        &[],
+        30,
+        &[],
+        &[
+            ("AGORA_RPC_CONN_RATE", "10000000"),
+            ("AGORA_RPC_KEY_RATE", "10000000"),
+        ],
+    );
+    let (mut ws, _) = tokio_tungstenite::connect_async(node.rpc.as_str())
+        .await
+        .unwrap();
+    let create = json!({"jsonrpc": "2.0", "id": 0, "method": "state.createSession", "params": {"agentName": "bench"}});
+    ws.send(Message::Text(create.to_string().into()))
+        .await
+        .unwrap();
+    let Some(Ok(Message::Text(t))) = ws.next().await else {
+        panic!("session")
+    };
+    let session =
+        serde_json::from_str::<serde_json::Value>(t.as_str()).unwrap()["result"]["sessionId"]
+            .clone();
+    let start = Instant::now();
+    let (mut sent, mut got) = (0usize, 0usize);
+    while got < count {
+        while sent < count && sent - got < window {
+            let req = json!({"jsonrpc": "2.0", "id": sent + 1, "method": "guard.checkBudget",
+                             "params": {"sessionId": session, "estimatedCost": 0.01}});
+            ws.send(Message::Text(req.to_string().into()))
+                .await
+                .unwrap();
+            sent += 1;
+        }
+        match ws.next().await {
+            Some(Ok(Message::Text(_))) => got += 1,
+            _ => break,
+        }
+    }
+    got as f64 / start.elapsed().as_secs_f64()
+}
+
 fn rss_kib(pid: u32) -> u64 {
     std::fs::read_to_string(format!("/proc/{pid}/status"))
         .ok()
@@ -160,7 +208,15 @@ fn main() {
         .enable_all()
         .build()
         .unwrap();
+    let only_rpc = std::env::args().any(|a| a == "rpc");
     rt.block_on(async {
+        if only_rpc {
+            for window in [1, 64] {
+                let rate = rpc_calls(20_000, window).await;
+                println!("| JSON-RPC guard.checkBudget calls on one connection, {window} in flight | {rate:.0} calls/s |");
+            }
+            return;
+        }
         // Start-up time and idle memory of a fresh node.
         let mut starts = Vec::new();
         let mut rss = Vec::new();

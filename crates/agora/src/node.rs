@@ -49,6 +49,8 @@ pub(crate) fn run(args: NodeArgs) -> ExitCode {
         greet_interval: args.greet_interval,
         nats_url: None,
         rpc_api_key: None,
+        rpc_conn_rate: None,
+        rpc_key_rate: None,
     };
     let config = Config::load(args.config.as_deref(), Overrides::default()).and_then(|mut c| {
         c.apply(Config::env_overrides(|k| std::env::var(k).ok()))?;
