@@ -7,7 +7,7 @@
 //! (then forwarded).
 //!
 //! Calls (spec §4.1 state, §4.2 guard, §4.5 recursive) go to the sans-IO primitives of
-//! `agora_hyperspace`. Every call that names a session writes that session's snapshot
+//! `agora_hyperspace`. Every call that changes a session writes that session's snapshot
 //! (session, budget, recursion trace, token) to redb before it is answered, so an acknowledged
 //! change survives a restart; snapshots are loaded back at start. Rate-limit windows
 //! (`guard.checkRateLimit`) are kept in memory only.
@@ -133,6 +133,17 @@ fn random_hex(bytes: usize) -> String {
     }
     b.iter().map(|x| format!("{x:02x}")).collect()
 }
+
+/// Methods that change a session's stored snapshot (everything else only reads it).
+const MUTATING: [&str; 7] = [
+    "state.createSession",
+    "state.setState",
+    "state.endSession",
+    "state.recordEpisode",
+    "guard.consumeBudget",
+    "recursive.track",
+    "recursive.setMaxDepth",
+];
 
 /// Session-less methods a session token may call.
 const SESSIONLESS: [&str; 3] = [
@@ -385,7 +396,9 @@ impl Service {
         {
             self.forget_tokens(id);
         }
-        if let Some(id) = session_id {
+        if let Some(id) = session_id
+            && MUTATING.contains(&method)
+        {
             self.persist(&id).await?;
         }
         Ok(result)
