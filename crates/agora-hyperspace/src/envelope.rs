@@ -16,10 +16,9 @@
 //! Checks run cheapest first: structure, version, `from`/`pk`, owner, freshness, signature, and
 //! only then the replay window, so that nothing invalid can occupy a nonce.
 
-use std::cmp::Reverse;
-use std::collections::{BinaryHeap, HashMap};
 use std::fmt;
 
+use agora_window::{ExpiringSet, Refused, key_of};
 use ed25519_dalek::{Signature, Signer, SigningKey, VerifyingKey};
 use serde::de::{self, Deserializer, MapAccess, Visitor};
 use serde_json::value::RawValue;
@@ -291,14 +290,13 @@ pub fn verify<'a>(
 
 /// `(from, nonce)` pairs accepted within the freshness window.
 ///
-/// An entry is kept until `ts + 5 min` (after that the envelope is stale anyway). Keys are the
-/// first 16 bytes of SHA-256 over `from ‖ 0x00 ‖ nonce`, so an entry costs the same whatever the
-/// sender put in its fields; at most `capacity` entries are held (`WindowFull` beyond).
+/// An entry is kept until `max(ts, now) + 5 min` (after that the envelope is stale anyway). Keys
+/// are the first 16 bytes of SHA-256 over `from ‖ 0x00 ‖ nonce` (the shared `agora_window` set),
+/// so an entry costs the same whatever the sender put in its fields; at most `capacity` entries
+/// are held (`WindowFull` beyond).
 #[derive(Debug)]
 pub struct ReplayWindow {
-    seen: HashMap<[u8; 16], u64>,
-    expiry: BinaryHeap<Reverse<(u64, [u8; 16])>>,
-    capacity: usize,
+    set: ExpiringSet,
 }
 
 /// Default replay window capacity.
@@ -314,20 +312,18 @@ impl ReplayWindow {
     /// A window holding at most `capacity` entries.
     pub fn with_capacity(capacity: usize) -> Self {
         Self {
-            seen: HashMap::new(),
-            expiry: BinaryHeap::new(),
-            capacity: capacity.max(1),
+            set: ExpiringSet::with_capacity(capacity),
         }
     }
 
     /// Number of remembered pairs.
     pub fn len(&self) -> usize {
-        self.seen.len()
+        self.set.len()
     }
 
     /// `true` when nothing is remembered.
     pub fn is_empty(&self) -> bool {
-        self.seen.is_empty()
+        self.set.is_empty()
     }
 
     /// Records `(from, nonce)` for an envelope with time `ts`; `Replayed` if already present.
@@ -338,34 +334,17 @@ impl ReplayWindow {
         ts: u64,
         now_ms: u64,
     ) -> Result<(), VerifyError> {
-        while let Some(Reverse((until, key))) = self.expiry.peek().copied() {
-            if until >= now_ms.saturating_sub(MAX_SKEW_MS) {
-                break;
-            }
-            self.expiry.pop();
-            self.seen.remove(&key);
-        }
-        let mut h = Sha256::new();
-        h.update(from.as_bytes());
-        h.update([0]);
-        h.update(nonce.as_bytes());
-        let digest = h.finalize();
-        let mut key = [0u8; 16];
-        key.copy_from_slice(&digest[..16]);
-        if self.seen.contains_key(&key) {
-            return Err(VerifyError::Replayed {
+        // Keep until the envelope itself can no longer pass the freshness check.
+        let deadline = ts.max(now_ms).saturating_add(MAX_SKEW_MS);
+        let key = key_of(&[from.as_bytes(), nonce.as_bytes()]);
+        match self.set.insert(key, deadline, now_ms) {
+            Ok(()) => Ok(()),
+            Err(Refused::Duplicate) => Err(VerifyError::Replayed {
                 from: from.to_owned(),
                 nonce: nonce.to_owned(),
-            });
+            }),
+            Err(Refused::Full) => Err(VerifyError::WindowFull),
         }
-        if self.seen.len() >= self.capacity {
-            return Err(VerifyError::WindowFull);
-        }
-        // Keep until the envelope itself can no longer pass the freshness check.
-        let until = ts.max(now_ms);
-        self.seen.insert(key, until);
-        self.expiry.push(Reverse((until, key)));
-        Ok(())
     }
 }
 
