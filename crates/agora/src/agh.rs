@@ -8,7 +8,7 @@
 //!   for a line that is not a valid capability document; exit 1 then).
 //! - `route-token` prints the 32-hex-digit token (exit 1 for an invalid Peer ID).
 
-use std::io::{self, BufWriter, Write};
+use std::io::{self, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -83,40 +83,25 @@ fn validate_cmd(args: &ValidateArgs) -> io::Result<ExitCode> {
         replay_age: args.replay_age,
         reference_admission: args.reference_admission,
     };
-    let mut reader = input::open(args.file.as_ref())
-        .map_err(|e| io::Error::new(e.kind(), format!("cannot read input: {e}")))?;
-    let stdout = io::stdout();
-    let mut out = BufWriter::with_capacity(1 << 16, stdout.lock());
     let mut dedup = DedupWindow::with_capacity(VALIDATE_DEDUP_CAPACITY);
-    let mut rejected = false;
-    let mut verdict = Vec::with_capacity(256);
-    input::for_each_line(&mut *reader, |n, line| {
-        verdict.clear();
+    input::map_lines(args.file.as_ref(), |n, line, verdict| {
         let result = validate(line, now, &policy).and_then(|v| {
             let env = &v.envelope;
             let deadline = dedup_deadline(env.ts, env.expires_at, policy.replay_age);
             dedup.insert(&env.id, deadline, now)?;
             Ok((env.id.clone(), env.kind))
         });
+        let ok = result.is_ok();
         match result {
             Ok((id, kind)) => {
                 write!(verdict, "{{\"line\":{n},\"ok\":true,\"id\":")?;
-                serde_json::to_writer(&mut verdict, &*id)?;
+                serde_json::to_writer(&mut *verdict, &*id)?;
                 write!(verdict, ",\"kind\":\"{kind}\"}}")?;
             }
-            Err(e) => {
-                rejected = true;
-                write_rejection(&mut verdict, n, &e)?;
-            }
+            Err(e) => write_rejection(verdict, n, &e)?,
         }
         verdict.push(b'\n');
-        out.write_all(&verdict)
-    })?;
-    out.flush()?;
-    Ok(if rejected {
-        ExitCode::from(1)
-    } else {
-        ExitCode::SUCCESS
+        Ok(ok)
     })
 }
 
@@ -132,29 +117,21 @@ fn write_rejection(out: &mut Vec<u8>, n: u64, e: &Rejection) -> io::Result<()> {
 }
 
 fn digest_cmd(file: Option<&PathBuf>) -> io::Result<ExitCode> {
-    let mut reader = input::open(file)
-        .map_err(|e| io::Error::new(e.kind(), format!("cannot read input: {e}")))?;
-    let stdout = io::stdout();
-    let mut out = BufWriter::new(stdout.lock());
-    let mut failed = false;
-    input::for_each_line(&mut *reader, |n, line| {
+    input::map_lines(file, |n, line, out| {
         let doc = std::str::from_utf8(line)
             .map_err(|_| Rejection::Malformed("line is not valid UTF-8".into()))
             .and_then(|text| CapabilityDoc::from_json(text, DocRules::Authoring));
         match doc {
-            Ok(doc) => writeln!(out, "{}", doc.digest.as_deref().unwrap_or_default()),
+            Ok(doc) => {
+                writeln!(out, "{}", doc.digest.as_deref().unwrap_or_default())?;
+                Ok(true)
+            }
             Err(e) => {
-                failed = true;
                 eprintln!("agora: line {n}: {}", e.detail());
-                writeln!(out)
+                writeln!(out)?;
+                Ok(false)
             }
         }
-    })?;
-    out.flush()?;
-    Ok(if failed {
-        ExitCode::from(1)
-    } else {
-        ExitCode::SUCCESS
     })
 }
 

@@ -6,7 +6,7 @@
 //!   `{"ok":true}` or `{"ok":false,"error":"<reason>"}` per line, with one replay window across
 //!   lines; exit 1 if any failed, 2 on a usage or IO error.
 
-use std::io::{self, BufWriter, Write};
+use std::io::{self, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -114,51 +114,37 @@ fn sign_cmd(
             "--nonce must be 32 lowercase hex characters",
         ));
     }
-    let mut reader = input::open(file)?;
-    let stdout = io::stdout();
-    let mut out = BufWriter::new(stdout.lock());
-    let mut failed = false;
-    input::for_each_line(&mut *reader, |n, line| {
+    input::map_lines(file, |n, line, out| {
         let d = String::from_utf8_lossy(line);
         let nonce = nonce.map_or_else(random_nonce, str::to_owned);
         match sign(&key, topic, ts.unwrap_or_else(now_ms), &nonce, d.trim()) {
-            Ok(env) => writeln!(out, "{env}"),
+            Ok(env) => {
+                writeln!(out, "{env}")?;
+                Ok(true)
+            }
             Err(e) => {
-                failed = true;
                 eprintln!("agora: line {n}: {e}");
-                writeln!(out)
+                writeln!(out)?;
+                Ok(false)
             }
         }
-    })?;
-    out.flush()?;
-    Ok(if failed {
-        ExitCode::from(1)
-    } else {
-        ExitCode::SUCCESS
     })
 }
 
 fn verify_cmd(topic: &str, now: Option<u64>, file: Option<&PathBuf>) -> io::Result<ExitCode> {
     let now = now.unwrap_or_else(now_ms);
-    let mut reader = input::open(file)?;
-    let stdout = io::stdout();
-    let mut out = BufWriter::new(stdout.lock());
     let mut window = ReplayWindow::default();
-    let mut failed = false;
-    input::for_each_line(&mut *reader, |_, line| {
+    input::map_lines(file, |_, line, out| {
         let text = String::from_utf8_lossy(line);
         match verify(&text, topic, now, &mut window) {
-            Ok(_) => writeln!(out, "{{\"ok\":true}}"),
+            Ok(_) => {
+                writeln!(out, "{{\"ok\":true}}")?;
+                Ok(true)
+            }
             Err(e) => {
-                failed = true;
-                writeln!(out, "{{\"ok\":false,\"error\":\"{}\"}}", e.reason())
+                writeln!(out, "{{\"ok\":false,\"error\":\"{}\"}}", e.reason())?;
+                Ok(false)
             }
         }
-    })?;
-    out.flush()?;
-    Ok(if failed {
-        ExitCode::from(1)
-    } else {
-        ExitCode::SUCCESS
     })
 }

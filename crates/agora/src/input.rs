@@ -1,8 +1,9 @@
 //! Line-oriented input from a file or standard input (`-` or absent).
 
 use std::fs::File;
-use std::io::{self, BufRead, BufReader};
+use std::io::{self, BufRead, BufReader, BufWriter, Write};
 use std::path::PathBuf;
+use std::process::ExitCode;
 
 /// Opens `path` (or standard input for `None` / `-`) for buffered line reading.
 pub(crate) fn open(path: Option<&PathBuf>) -> io::Result<Box<dyn BufRead>> {
@@ -38,4 +39,31 @@ pub(crate) fn for_each_line<R: BufRead + ?Sized>(
         }
         f(n, line)?;
     }
+}
+
+/// The line-filter commands' common shape: reads `path` (or standard input) line by line, calls
+/// `f(line_number, line, out)` which appends the output for that line to `out` and says whether
+/// the line was fine, writes the outputs to standard output in order, and exits 0 when every
+/// line was fine, 1 otherwise.
+pub(crate) fn map_lines(
+    path: Option<&PathBuf>,
+    mut f: impl FnMut(u64, &[u8], &mut Vec<u8>) -> io::Result<bool>,
+) -> io::Result<ExitCode> {
+    let mut reader =
+        open(path).map_err(|e| io::Error::new(e.kind(), format!("cannot read input: {e}")))?;
+    let stdout = io::stdout();
+    let mut out = BufWriter::with_capacity(1 << 16, stdout.lock());
+    let mut buf = Vec::with_capacity(256);
+    let mut failed = false;
+    for_each_line(&mut *reader, |n, line| {
+        buf.clear();
+        failed |= !f(n, line, &mut buf)?;
+        out.write_all(&buf)
+    })?;
+    out.flush()?;
+    Ok(if failed {
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
+    })
 }
