@@ -58,7 +58,7 @@ pub enum VerifyError {
         from: String,
     },
     /// `ts` is more than five minutes away from the receiver clock.
-    #[error("ts {ts} is more than 5 minutes from the receiver clock {now}")]
+    #[error("ts {ts} is outside the freshness window at receiver time {now}")]
     Stale {
         /// Envelope time (ms).
         ts: u64,
@@ -242,6 +242,18 @@ impl<'a> Envelope<'a> {
     /// Checks everything but the replay window: `from`/`pk`, owner, freshness at `now_ms`, and
     /// the signature for `topic`.
     pub fn check(&self, topic: &str, now_ms: u64) -> Result<(), VerifyError> {
+        self.check_window(topic, now_ms, MAX_SKEW_MS)
+    }
+
+    /// As [`Self::check`], but an envelope may be up to `max_age_ms` old (still at most five
+    /// minutes in the future): for stored copies such as DHT records, which outlive gossip's
+    /// freshness window.
+    pub fn check_window(
+        &self,
+        topic: &str,
+        now_ms: u64,
+        max_age_ms: u64,
+    ) -> Result<(), VerifyError> {
         let expected = peer_id_of(&self.pk);
         if expected != self.from {
             return Err(VerifyError::FromMismatch {
@@ -258,7 +270,8 @@ impl<'a> Envelope<'a> {
                 from: self.from.to_owned(),
             });
         }
-        if self.ts.abs_diff(now_ms) > MAX_SKEW_MS {
+        let too_old = now_ms.saturating_sub(self.ts) > max_age_ms;
+        if too_old || self.ts.saturating_sub(now_ms) > MAX_SKEW_MS {
             return Err(VerifyError::Stale {
                 ts: self.ts,
                 now: now_ms,

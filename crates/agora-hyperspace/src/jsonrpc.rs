@@ -204,7 +204,7 @@ impl From<RpcCode> for i32 {
 ///
 /// Handlers return it; the framing layer builds it for malformed frames. `data` is passed through
 /// unchanged and omitted from the wire when `None`.
-#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[derive(Debug, Clone, PartialEq, thiserror::Error, Serialize, serde::Deserialize)]
 #[error("JSON-RPC error {}: {message}", code.0)]
 pub struct RpcError {
     /// The error code.
@@ -212,6 +212,7 @@ pub struct RpcError {
     /// A short description; defaults to the §8 name of the code.
     pub message: String,
     /// Extra information for the client, sent as is.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub data: Option<Value>,
 }
 

@@ -5,6 +5,7 @@
 //! async, no clock reads: time and randomness come in as arguments.
 #![warn(missing_docs)]
 
+pub mod announce;
 pub mod card;
 pub mod envelope;
 pub mod guard;

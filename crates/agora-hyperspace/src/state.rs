@@ -203,10 +203,7 @@ fn civil_from_days(days: i64) -> (i64, i64, i64) {
 /// Decodes JSON-RPC params into `T`: an object as is, an array positionally by `names`, absent
 /// (`null`) as `{}`. Unknown members are ignored by `T`'s derive. Errors are −32602 naming the
 /// field.
-pub(crate) fn parse_params<T: DeserializeOwned>(
-    params: &Value,
-    names: &[&str],
-) -> Result<T, RpcError> {
+pub fn parse_params<T: DeserializeOwned>(params: &Value, names: &[&str]) -> Result<T, RpcError> {
     let converted;
     let source = match params {
         Value::Object(_) => params,

@@ -85,8 +85,14 @@
 //!   same id the peer with the smallest `peerId` wins, deterministically. A card can only
 //!   advertise tools for its own peer (see [`crate::card`]).
 //! - **Registration is per node, ownership per connection.** `listRegistered` returns every
-//!   local tool of the node (sorted by id), not only the caller's; the node removes a
-//!   connection's tools with [`ToolRegistry::remove_owner`] when it closes. Duplicate
+//!   local tool of the node that has a provider (sorted by id), not only the caller's. When a
+//!   connection closes the node calls [`ToolRegistry::orphan_owner`]: its tools stay (with their
+//!   ids and analytics) but are not discovered, listed or advertised, and invoking one is −32006.
+//!   A later `tool.register` of an identical tool (same name, description, schema and
+//!   capabilities) by any connection adopts the orphan and gets its id back, so a provider that
+//!   reconnects — or whose node restarted, since the node stores its tools — keeps its tool id
+//!   and reputation. Orphans count towards the local tool bound; the longest-orphaned is dropped
+//!   when room is needed, and [`ToolRegistry::forget_orphans`] drops old ones. Duplicate
 //!   capabilities are dropped (first spelling kept), names need not be unique.
 //! - **`getAnalytics` of a tool never invoked** is `{invocations: 0, avgLatency: 0,
 //!   successRate: 0}`; an id that is neither local nor in a stored card (and has no analytics) is
@@ -441,7 +447,7 @@ fn to_invalid_params((field, reason): FieldError) -> RpcError {
 }
 
 /// Lowercased maximal alphanumeric runs of `text`.
-fn tokens(text: &str) -> impl Iterator<Item = String> + '_ {
+pub(crate) fn tokens(text: &str) -> impl Iterator<Item = String> + '_ {
     text.split(|c: char| !c.is_alphanumeric())
         .filter(|token| !token.is_empty())
         .map(str::to_lowercase)
@@ -482,8 +488,11 @@ pub struct LocalTool {
     pub schema: Value,
     /// Capability tags, deduplicated.
     pub capabilities: Vec<String>,
-    /// Who serves it (opaque to this crate, e.g. a connection id).
+    /// Who serves it (opaque to this crate, e.g. a connection id); its last owner once orphaned.
     pub owner: String,
+    /// Since when (Unix ms) the tool has no provider; `None` while its owner is connected.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub orphaned_at: Option<u64>,
 }
 
 /// Where a tool runs.
@@ -523,6 +532,9 @@ pub struct ToolRegistry {
     cards: CardTable,
     #[serde(skip)]
     limits: ToolLimits,
+    /// Local tools added, changed or removed since [`Self::take_dirty`] (for the node's store).
+    #[serde(skip)]
+    dirty: BTreeSet<String>,
 }
 
 impl ToolRegistry {
@@ -546,6 +558,7 @@ impl ToolRegistry {
             analytics: BTreeMap::new(),
             cards: CardTable::with_limits(card_limits),
             limits,
+            dirty: BTreeSet::new(),
         }
     }
 
@@ -647,8 +660,38 @@ impl ToolRegistry {
             &self.limits,
         )
         .map_err(to_invalid_params)?;
+        let orphan = self
+            .local
+            .values()
+            .filter(|t| {
+                t.orphaned_at.is_some()
+                    && t.name == params.name
+                    && t.description == params.description
+                    && t.schema == params.schema
+                    && t.capabilities == capabilities
+            })
+            .min_by_key(|t| (t.orphaned_at, t.id.clone()))
+            .map(|t| t.id.clone());
+        if let Some(id) = orphan
+            && let Some(tool) = self.local.get_mut(&id)
+        {
+            tool.owner = owner.to_owned();
+            tool.orphaned_at = None;
+            self.dirty.insert(id.clone());
+            return Ok(RegisterResult { tool_id: id });
+        }
         if self.local.len() >= self.limits.max_local_tools {
-            return Err(capacity_error("tools", self.limits.max_local_tools));
+            let oldest_orphan = self
+                .local
+                .values()
+                .filter_map(|t| t.orphaned_at.map(|at| (at, t.id.clone())))
+                .min();
+            match oldest_orphan {
+                Some((_, id)) => {
+                    self.unregister(&id);
+                }
+                None => return Err(capacity_error("tools", self.limits.max_local_tools)),
+            }
         }
         let id = ids.next_id();
         if id.is_empty() || id.len() > self.limits.max_id_bytes || self.local.contains_key(&id) {
@@ -666,8 +709,10 @@ impl ToolRegistry {
                 schema: params.schema.clone(),
                 capabilities,
                 owner: owner.to_owned(),
+                orphaned_at: None,
             },
         );
+        self.dirty.insert(id.clone());
         Ok(RegisterResult { tool_id: id })
     }
 
@@ -676,8 +721,62 @@ impl ToolRegistry {
         let removed = self.local.remove(tool_id).is_some();
         if removed {
             self.analytics.remove(tool_id);
+            self.dirty.insert(tool_id.to_owned());
         }
         removed
+    }
+
+    /// Marks every tool of `owner` as orphaned at `now_ms` (its connection closed); returns how
+    /// many. See the module docs.
+    pub fn orphan_owner(&mut self, owner: &str, now_ms: u64) -> usize {
+        let mut n = 0;
+        for tool in self.local.values_mut() {
+            if tool.owner == owner && tool.orphaned_at.is_none() {
+                tool.orphaned_at = Some(now_ms);
+                self.dirty.insert(tool.id.clone());
+                n += 1;
+            }
+        }
+        n
+    }
+
+    /// Drops tools orphaned for at least `max_age_ms` at `now_ms`; returns how many.
+    pub fn forget_orphans(&mut self, now_ms: u64, max_age_ms: u64) -> usize {
+        let old: Vec<String> = self
+            .local
+            .values()
+            .filter(|t| {
+                t.orphaned_at
+                    .is_some_and(|at| now_ms.saturating_sub(at) >= max_age_ms)
+            })
+            .map(|t| t.id.clone())
+            .collect();
+        for id in &old {
+            self.unregister(id);
+        }
+        old.len()
+    }
+
+    /// Puts back a stored tool (after a restart) as an orphan since `now_ms` unless it already
+    /// was one; its provider must register it again. Ignored when the registry is full.
+    pub fn restore_tool(&mut self, mut tool: LocalTool, now_ms: u64) -> bool {
+        if self.local.len() >= self.limits.max_local_tools || self.local.contains_key(&tool.id) {
+            return false;
+        }
+        tool.orphaned_at.get_or_insert(now_ms);
+        self.local.insert(tool.id.clone(), tool);
+        true
+    }
+
+    /// The ids of local tools added, changed or removed since the last call (for persistence:
+    /// write [`Self::local_tool`] of each, or delete it when absent).
+    pub fn take_dirty(&mut self) -> Vec<String> {
+        std::mem::take(&mut self.dirty).into_iter().collect()
+    }
+
+    /// Local tools with a connected provider.
+    fn served(&self) -> impl Iterator<Item = &LocalTool> {
+        self.local.values().filter(|t| t.orphaned_at.is_none())
     }
 
     /// Removes every local tool of `owner` (its connection closed); returns how many.
@@ -730,11 +829,7 @@ impl ToolRegistry {
     #[must_use]
     pub fn list_registered(&self) -> ToolsResult {
         ToolsResult {
-            tools: self
-                .local
-                .values()
-                .map(|tool| self.local_record(tool))
-                .collect(),
+            tools: self.served().map(|tool| self.local_record(tool)).collect(),
         }
     }
 
@@ -742,7 +837,7 @@ impl ToolRegistry {
     /// live cards not shadowed by an earlier id.
     fn candidates(&self, now_ms: u64) -> BTreeMap<String, (ToolRecord, Option<String>)> {
         let mut out = BTreeMap::new();
-        for tool in self.local.values() {
+        for tool in self.served() {
             out.insert(
                 tool.id.clone(),
                 (self.local_record(tool), self.local_geo.clone()),
@@ -857,6 +952,15 @@ impl ToolRegistry {
             )));
         }
         if let Some(tool) = self.local.get(tool_id) {
+            if tool.orphaned_at.is_some() {
+                return Err(
+                    RpcError::from_code(RpcCode::PEER_UNAVAILABLE).with_data(json!({
+                        "toolId": tool_id,
+                        "peerId": self.local_peer_id,
+                        "reason": "the tool's provider is not connected",
+                    })),
+                );
+            }
             return Ok(InvokePlan {
                 tool_id: tool_id.to_owned(),
                 target: InvokeTarget::Local {
@@ -933,6 +1037,19 @@ impl ToolRegistry {
         let analytics = self.analytics.entry(tool_id.to_owned()).or_default();
         analytics.record(duration_ms, success);
         Ok(analytics.to_result())
+    }
+
+    /// The invocations of all local tools together: the node's own track record, which its
+    /// capability card reports as `reputation` and `latency`.
+    #[must_use]
+    pub fn local_summary(&self) -> Analytics {
+        let mut sum = Analytics::default();
+        for a in self.local.keys().filter_map(|id| self.analytics.get(id)) {
+            sum.invocations = sum.invocations.saturating_add(a.invocations);
+            sum.successes = sum.successes.saturating_add(a.successes);
+            sum.total_duration_ms = sum.total_duration_ms.saturating_add(a.total_duration_ms);
+        }
+        sum
     }
 
     /// The raw analytics of a tool, if any invocation was recorded.

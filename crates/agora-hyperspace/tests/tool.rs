@@ -259,6 +259,103 @@ fn analytics_round_trip_and_reputation() {
     assert!(reg.analytics(&id).is_none());
 }
 
+#[test]
+fn a_closed_connections_tools_are_orphaned_and_adopted_by_an_identical_registration() {
+    let mut reg = ToolRegistry::new(LOCAL);
+    let mut ids = counter_ids();
+    let id = register(&mut reg, &mut ids, "web-search", &["search"]);
+    let other = register(&mut reg, &mut ids, "scrape", &["scrape"]);
+    assert_eq!(reg.take_dirty(), vec![id.clone(), other.clone()]);
+    reg.record_invocation(&id, 100, true).unwrap();
+
+    assert_eq!(reg.orphan_owner("conn-1", T0), 2);
+    assert_eq!(reg.take_dirty().len(), 2);
+    // Orphans are neither listed, discovered nor invocable; their analytics stay.
+    assert!(reg.list_registered().tools.is_empty());
+    let found = reg
+        .discover(
+            &DiscoverParams {
+                query: String::new(),
+                capabilities: None,
+                min_reputation: None,
+                max_latency: None,
+                geo: None,
+            },
+            T0,
+        )
+        .unwrap();
+    assert!(found.tools.is_empty());
+    let err = reg
+        .plan_invoke(
+            &InvokeParams {
+                tool_id: id.clone(),
+                params: json!({}),
+                session_id: None,
+            },
+            T0,
+        )
+        .unwrap_err();
+    assert_eq!(err.code, RpcCode::PEER_UNAVAILABLE);
+    assert_eq!(reg.get_analytics(&id).unwrap().invocations, 1);
+
+    // Registering the same tool again (from another connection) gives the old id back.
+    let again = reg
+        .register(
+            &RegisterParams {
+                name: "web-search".into(),
+                description: "web-search tool".into(),
+                schema: schema(),
+                capabilities: vec!["search".into()],
+            },
+            "conn-2",
+            &mut ids,
+        )
+        .unwrap();
+    assert_eq!(again.tool_id, id);
+    assert_eq!(reg.local_tool(&id).unwrap().owner, "conn-2");
+    assert_eq!(reg.take_dirty(), vec![id.clone()]);
+    assert_eq!(reg.list_registered().tools.len(), 1);
+    // A different tool is new.
+    let fresh = register(&mut reg, &mut ids, "web-search-2", &["search"]);
+    assert_ne!(fresh, id);
+
+    // Old orphans are forgotten.
+    assert_eq!(reg.forget_orphans(T0 + 10, 10), 1);
+    assert!(reg.local_tool(&other).is_none());
+    assert!(reg.take_dirty().contains(&other));
+}
+
+#[test]
+fn a_full_registry_makes_room_by_dropping_the_oldest_orphan() {
+    let limits = ToolLimits {
+        max_local_tools: 2,
+        ..ToolLimits::default()
+    };
+    let mut reg = ToolRegistry::with_limits(LOCAL, limits, CardLimits::default());
+    let mut ids = counter_ids();
+    let a = register(&mut reg, &mut ids, "a", &["x"]);
+    register(&mut reg, &mut ids, "b", &["x"]);
+    let err = reg
+        .register(
+            &RegisterParams {
+                name: "c".into(),
+                description: "c tool".into(),
+                schema: schema(),
+                capabilities: vec!["x".into()],
+            },
+            "conn-9",
+            &mut ids,
+        )
+        .unwrap_err();
+    assert_eq!(err.code, RpcCode::RATE_LIMITED);
+    reg.orphan_owner("conn-1", T0);
+    let c = register(&mut reg, &mut ids, "c", &["x"]);
+    assert!(reg.local_tool(&c).is_some());
+    assert_eq!(reg.list_registered().tools.len(), 1);
+    // One of the two orphans made room (the smallest id among equally old ones).
+    assert!(reg.local_tool(&a).is_none());
+}
+
 // ----------------------------------------------------------------------------------------------
 // discover
 // ----------------------------------------------------------------------------------------------

@@ -245,7 +245,6 @@ struct Service<I: IdSource> {
     catalogs: HashMap<String, Catalog>,
     mesh: mpsc::Sender<mesh::Command>,
     nats: Option<mpsc::Sender<nats::Command>>,
-    hyperspace: Option<mpsc::Sender<crate::hyperspace::Input>>,
     store: Store,
     ids: I,
     stats: Stats,
@@ -256,14 +255,12 @@ struct Service<I: IdSource> {
 pub struct Wiring {
     /// Requests from the faces.
     pub inputs: mpsc::Receiver<Input>,
-    /// Events from the mesh.
+    /// Events from the mesh (all but the Hyperspace ones, see `crate::route_mesh_events`).
     pub mesh_events: mpsc::Receiver<mesh::Event>,
     /// Commands to the mesh.
     pub mesh: mpsc::Sender<mesh::Command>,
     /// The NATS bridge, when configured: commands out, messages in.
     pub nats: Option<(mpsc::Sender<nats::Command>, mpsc::Receiver<nats::Message>)>,
-    /// The Hyperspace service, which verifies `hyperspace/…` gossip.
-    pub hyperspace: Option<mpsc::Sender<crate::hyperspace::Input>>,
     /// Where the mesh's listen addresses are reported.
     pub listening: mpsc::Sender<libp2p::Multiaddr>,
 }
@@ -280,7 +277,6 @@ pub async fn run(
         mut mesh_events,
         mesh,
         nats,
-        hyperspace,
         listening,
     } = wiring;
     let (nats, mut nats_messages) = match nats {
@@ -299,7 +295,6 @@ pub async fn run(
         catalogs,
         mesh,
         nats,
-        hyperspace,
         store,
         ids: random_ids(),
         stats: Stats::default(),
@@ -471,32 +466,6 @@ impl<I: IdSource> Service<I> {
                 propagation_source,
             } => {
                 let origin = Origin::Mesh(source.unwrap_or(propagation_source));
-                if topic.starts_with(crate::hyperspace::TOPIC_PREFIX)
-                    && let Some(hs) = &self.hyperspace
-                {
-                    // Verified by the Hyperspace service; the verdict goes back to gossipsub
-                    // without holding up AGH traffic.
-                    let (reply, verdict) = oneshot::channel();
-                    let check = crate::hyperspace::GossipCheck { topic, data, reply };
-                    if hs
-                        .send(crate::hyperspace::Input::Gossip(check))
-                        .await
-                        .is_ok()
-                    {
-                        let mesh = self.mesh.clone();
-                        tokio::spawn(async move {
-                            let acceptance = verdict.await.unwrap_or(MessageAcceptance::Ignore);
-                            let _ = mesh
-                                .send(mesh::Command::Validated {
-                                    id,
-                                    propagation_source,
-                                    acceptance,
-                                })
-                                .await;
-                        });
-                    }
-                    return;
-                }
                 let acceptance = if topic.starts_with(TOPIC_PREFIX) {
                     let fx = self
                         .router
@@ -522,6 +491,7 @@ impl<I: IdSource> Service<I> {
                 peer,
                 data,
                 channel,
+                ..
             } => {
                 let fx = self
                     .router
@@ -533,6 +503,7 @@ impl<I: IdSource> Service<I> {
                 let _ = self
                     .mesh
                     .send(mesh::Command::Respond {
+                        proto: mesh::Proto::Envelope,
                         channel,
                         data: response,
                     })
@@ -544,7 +515,9 @@ impl<I: IdSource> Service<I> {
                 // rather than at the next tick.
                 self.announce().await;
             }
-            mesh::Event::Listening(_) => {}
+            mesh::Event::Listening(_)
+            | mesh::Event::RecordOffered { .. }
+            | mesh::Event::DhtPeer(_) => {}
         }
     }
 
@@ -673,6 +646,7 @@ impl<I: IdSource> Service<I> {
                 let _ = self
                     .mesh
                     .send(mesh::Command::SendDirect {
+                        proto: mesh::Proto::Envelope,
                         peer: node,
                         data: bytes,
                         reply,

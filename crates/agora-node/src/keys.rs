@@ -69,6 +69,25 @@ fn decode(hex: &str) -> Result<Keypair, String> {
     Keypair::ed25519_from_bytes(secret).map_err(|e| e.to_string())
 }
 
+/// The node key as an Ed25519 signing key (it signs Hyperspace envelopes; its PeerId is the
+/// node's).
+pub fn signing_key(keypair: &Keypair) -> Result<ed25519_dalek::SigningKey, KeyError> {
+    let invalid = |why: &str| KeyError::Invalid {
+        path: PathBuf::from(KEY_FILE),
+        why: why.to_owned(),
+    };
+    let ed = keypair
+        .clone()
+        .try_into_ed25519()
+        .map_err(|_| invalid("not an Ed25519 key"))?;
+    let secret: [u8; 32] = ed
+        .secret()
+        .as_ref()
+        .try_into()
+        .map_err(|_| invalid("not a 32-byte Ed25519 secret"))?;
+    Ok(ed25519_dalek::SigningKey::from_bytes(&secret))
+}
+
 /// Writes `bytes` to `path` atomically (temporary file + rename) with owner-only permissions.
 fn write_private(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     let tmp = path.with_extension("tmp");
@@ -95,6 +114,11 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let a = load_or_create(&dir.path().join("data")).unwrap();
         let b = load_or_create(&dir.path().join("data")).unwrap();
+        let signing = signing_key(&a).unwrap();
+        assert_eq!(
+            agora_hyperspace::peer_id_of(&signing.verifying_key().to_bytes()),
+            a.public().to_peer_id().to_string()
+        );
         assert_eq!(a.public().to_peer_id(), b.public().to_peer_id());
         #[cfg(unix)]
         {

@@ -12,7 +12,14 @@
 //! | [`store`] | the redb database and its single writer thread |
 //! | [`mesh`] | the libp2p swarm task |
 //! | [`agh`] | the AGH service task (router, presence, lifecycle, delivery) |
+//! | [`hyperspace`] | the Hyperspace service task (primitives, capability cards, discovery, invocation) |
+//! | [`nats`] | the NATS client carrying AGH |
+//! | [`rpc`] | the JSON-RPC 2.0 WebSocket face |
 //! | [`server`] | the AGH WebSocket face and the HTTP API |
+//!
+//! The mesh reports to one router task ([`route_mesh_events`]) that hands Hyperspace traffic
+//! (its gossip topics, `/agora/hyperspace/1.0.0` requests, DHT records offered to us, subscriptions
+//! to capabilities topics) to the Hyperspace service and everything else to the AGH service.
 
 pub mod agh;
 pub mod config;
@@ -117,6 +124,7 @@ pub async fn run_until(
     )?;
     let (mesh_tx, mesh_rx) = mpsc::channel(4096);
     let (events_tx, events_rx) = mpsc::channel(4096);
+    let (agh_events_tx, agh_events_rx) = mpsc::channel(4096);
     let (agh_tx, agh_rx) = mpsc::channel(4096);
     let (listening_tx, mut listening_rx) = mpsc::channel(16);
 
@@ -128,19 +136,26 @@ pub async fn run_until(
     let rpc_listener = bind("rpc", config.rpc_listen).await?;
     let tokens = Arc::new(std::sync::Mutex::new(HashMap::new()));
     let (hs_tx, hs_rx) = mpsc::channel(4096);
-    let snapshots = load_hs_sessions(&store).await?;
+    let restored = hyperspace::Restored {
+        snapshots: load_hs_sessions(&store).await?,
+        tools: load_hs_tools(&store).await?,
+        records: read_store(&store, store::Store::hs_records).await?,
+    };
     let links = rpc::Links::default();
-    tokio::spawn(hyperspace::run(
+    let hs_task = tokio::spawn(hyperspace::run(
         store.clone(),
         Arc::clone(&tokens),
-        snapshots,
+        restored,
         hyperspace::HsWiring {
             peer_id: mesh.peer_id().to_string(),
+            key: keys::signing_key(&keypair)?,
             links: links.clone(),
+            mesh: mesh_tx.clone(),
             inputs_tx: hs_tx.clone(),
             inputs: hs_rx,
         },
     ));
+    tokio::spawn(route_mesh_events(events_rx, agh_events_tx, hs_tx.clone()));
     let (closed_tx, mut closed_rx) = mpsc::channel::<u64>(256);
     let hs_closed = hs_tx.clone();
     tokio::spawn(async move {
@@ -191,10 +206,9 @@ pub async fn run_until(
         catalogs,
         agh::Wiring {
             inputs: agh_rx,
-            mesh_events: events_rx,
+            mesh_events: agh_events_rx,
             mesh: mesh_tx.clone(),
             nats,
-            hyperspace: Some(hs_tx),
             listening: listening_tx,
         },
     ));
@@ -224,6 +238,7 @@ pub async fn run_until(
     let state = server::AppState {
         agh: agh_tx,
         mesh: mesh_tx,
+        hyperspace: hs_tx,
         conn_ids: Arc::new(AtomicU64::new(1)),
         started,
         faces: Arc::new(faces),
@@ -275,8 +290,10 @@ pub async fn run_until(
     let _ = tokio::time::timeout(grace, http_server).await;
     let _ = tokio::time::timeout(grace, rpc_server).await;
     agh_task.abort();
+    hs_task.abort();
     mesh_task.abort();
     let _ = agh_task.await;
+    let _ = hs_task.await;
     let _ = mesh_task.await;
     drop(store);
     Ok(())
@@ -321,18 +338,85 @@ async fn load_catalogs(store: &store::Store) -> Result<HashMap<String, Catalog>,
     Ok(out)
 }
 
-async fn load_hs_sessions(store: &store::Store) -> Result<Vec<hyperspace::Snapshot>, NodeError> {
-    let rows = read_store(store, store::Store::hs_sessions).await?;
-    Ok(rows
-        .into_iter()
+/// Parses stored JSON rows, skipping (and logging) unreadable ones.
+fn parse_rows<T: serde::de::DeserializeOwned>(rows: Vec<(String, String)>, what: &str) -> Vec<T> {
+    rows.into_iter()
         .filter_map(|(id, json)| match serde_json::from_str(&json) {
-            Ok(s) => Some(s),
+            Ok(v) => Some(v),
             Err(e) => {
-                tracing::warn!(%id, error = %e, "stored Hyperspace session is unreadable; ignored");
+                tracing::warn!(%id, error = %e, "stored {what} is unreadable; ignored");
                 None
             }
         })
-        .collect())
+        .collect()
+}
+
+async fn load_hs_sessions(store: &store::Store) -> Result<Vec<hyperspace::Snapshot>, NodeError> {
+    let rows = read_store(store, store::Store::hs_sessions).await?;
+    Ok(parse_rows(rows, "Hyperspace session"))
+}
+
+async fn load_hs_tools(
+    store: &store::Store,
+) -> Result<Vec<agora_hyperspace::tool::LocalTool>, NodeError> {
+    let rows = read_store(store, store::Store::hs_tools).await?;
+    Ok(parse_rows(rows, "Hyperspace tool"))
+}
+
+/// Hands each mesh event to the service that owns it: Hyperspace gossip, node-to-node
+/// Hyperspace requests, DHT records offered to us, new DHT peers and subscriptions to
+/// capabilities topics go to the Hyperspace service; the rest (AGH gossip and envelopes, connections, listen addresses) to
+/// the AGH service.
+pub async fn route_mesh_events(
+    mut events: mpsc::Receiver<mesh::Event>,
+    agh: mpsc::Sender<mesh::Event>,
+    hs: mpsc::Sender<hyperspace::Input>,
+) {
+    use agora_hyperspace::announce::CAPABILITIES_PREFIX;
+    while let Some(event) = events.recv().await {
+        let input = match event {
+            mesh::Event::Gossip {
+                topic,
+                data,
+                id,
+                propagation_source,
+                ..
+            } if topic.starts_with(hyperspace::TOPIC_PREFIX) => {
+                hyperspace::Input::Gossip(hyperspace::GossipCheck {
+                    topic,
+                    data,
+                    id,
+                    propagation_source,
+                })
+            }
+            mesh::Event::Direct {
+                proto: mesh::Proto::Hyperspace,
+                peer,
+                data,
+                channel,
+            } => hyperspace::Input::Peer {
+                peer,
+                data,
+                channel,
+            },
+            mesh::Event::RecordOffered { key, value } => {
+                hyperspace::Input::RecordOffered { key, value }
+            }
+            mesh::Event::Subscribed(topic) if topic.starts_with(CAPABILITIES_PREFIX) => {
+                hyperspace::Input::Subscribed(topic)
+            }
+            mesh::Event::DhtPeer(_) => hyperspace::Input::DhtPeer,
+            other => {
+                if agh.send(other).await.is_err() {
+                    break;
+                }
+                continue;
+            }
+        };
+        if hs.send(input).await.is_err() {
+            break;
+        }
+    }
 }
 
 async fn load_interactions(

@@ -1,10 +1,13 @@
 //! The peer-to-peer mesh: one rust-libp2p swarm, owned by one task.
 //!
 //! Transport TCP + Noise + Yamux; behaviours identify, ping, Kademlia (server mode, protocol
-//! `/agora/kad/1.0.0`, addresses learned from identify), gossipsub (1 MiB messages, content-hash
-//! message ids, a subscription filter sized for per-peer topics, application validation) and
-//! request-response (`/agora/envelope/1.0.0`) for directed traffic. Bootstrap addresses are
-//! dialled at start and re-dialled with exponential backoff whenever the connection is lost.
+//! `/agora/kad/1.0.0`, addresses learned from identify, inbound records handed to the services
+//! for verification before they are stored), gossipsub (1 MiB messages, content-hash message
+//! ids, a subscription filter sized for per-peer topics, application validation) and two
+//! request-response protocols: `/agora/envelope/1.0.0` for directed AGH envelopes and
+//! `/agora/hyperspace/1.0.0` for node-to-node Hyperspace requests (tool invocation, discovery
+//! answers). Bootstrap addresses are dialled at start and re-dialled with exponential backoff
+//! whenever the connection is lost.
 //!
 //! The swarm is `!Sync`, so [`run`] owns it and is driven by a bounded command channel; it never
 //! blocks on its event channel (events queue locally, gossip beyond the queue bound is ignored),
@@ -33,12 +36,36 @@ use tokio::time::Instant;
 pub const KAD_PROTOCOL: StreamProtocol = StreamProtocol::new("/agora/kad/1.0.0");
 /// Protocol of directed envelopes.
 pub const ENVELOPE_PROTOCOL: StreamProtocol = StreamProtocol::new("/agora/envelope/1.0.0");
+/// Protocol of node-to-node Hyperspace requests.
+pub const HYPERSPACE_PROTOCOL: StreamProtocol = StreamProtocol::new("/agora/hyperspace/1.0.0");
 /// Identify protocol version shared by every Agora node.
 pub const IDENTIFY_VERSION: &str = "/agora/1.0.0";
 /// Largest gossip message and directed request: one envelope (1 MiB) plus headroom.
 pub const MAX_MESSAGE_BYTES: usize = (1 << 20) + 4096;
 /// Largest directed response (an acknowledgement).
 const MAX_RESPONSE_BYTES: u64 = 64 * 1024;
+/// Largest Hyperspace response (a tool's result).
+const MAX_HS_RESPONSE_BYTES: u64 = MAX_MESSAGE_BYTES as u64;
+/// Largest DHT record value (a signed capability card).
+pub const MAX_RECORD_BYTES: usize = 256 * 1024;
+/// How long an outbound Hyperspace request may take (a tool runs within it).
+const HS_REQUEST_TIMEOUT: Duration = Duration::from_secs(40);
+/// Lifetime of DHT records stored for others (refreshed by their publishers).
+const RECORD_TTL: Duration = Duration::from_secs(60 * 60);
+
+/// Which request-response protocol.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Proto {
+    /// `/agora/envelope/1.0.0` (AGH).
+    Envelope,
+    /// `/agora/hyperspace/1.0.0`.
+    Hyperspace,
+}
+
+/// Where the peers found by a DHT query go.
+pub type PeersReply = oneshot::Sender<Vec<PeerId>>;
+/// Where the values found by a DHT query go.
+pub type ValuesReply = oneshot::Sender<Vec<Vec<u8>>>;
 /// Events waiting for the services; gossip beyond this is ignored (never forwarded).
 const EVENT_QUEUE: usize = 16_384;
 
@@ -65,6 +92,8 @@ pub enum Command {
     },
     /// Send `data` to `peer` by request-response; the reply carries the response bytes.
     SendDirect {
+        /// Protocol.
+        proto: Proto,
         /// Target node.
         peer: PeerId,
         /// Request payload (one envelope).
@@ -74,6 +103,8 @@ pub enum Command {
     },
     /// Answer an inbound directed request.
     Respond {
+        /// Protocol the request came on.
+        proto: Proto,
         /// The request's channel.
         channel: ResponseChannel<Vec<u8>>,
         /// Response payload.
@@ -81,6 +112,39 @@ pub enum Command {
     },
     /// Report the mesh state.
     Status(oneshot::Sender<Status>),
+    /// Store a record locally and at the nodes closest to its key (our own card, or a stored
+    /// record re-published after a restart).
+    PutRecord {
+        /// Key.
+        key: Vec<u8>,
+        /// Value.
+        value: Vec<u8>,
+    },
+    /// Store a record offered by another node (after the services verified it), locally only.
+    StoreRecord {
+        /// Key.
+        key: Vec<u8>,
+        /// Value.
+        value: Vec<u8>,
+    },
+    /// Announce this node as a provider of `key`.
+    StartProviding(Vec<u8>),
+    /// Stop announcing this node as a provider of `key`.
+    StopProviding(Vec<u8>),
+    /// Find the providers of `key` (local and in the DHT).
+    GetProviders {
+        /// Key.
+        key: Vec<u8>,
+        /// Where the providers go when the query ends.
+        reply: PeersReply,
+    },
+    /// Find every value stored under `key` (local and in the DHT).
+    GetRecords {
+        /// Key.
+        key: Vec<u8>,
+        /// Where the values go when the query ends.
+        reply: ValuesReply,
+    },
 }
 
 /// What the mesh looks like now.
@@ -116,6 +180,8 @@ pub enum Event {
     },
     /// A directed request from `peer`; answer with [`Command::Respond`].
     Direct {
+        /// Protocol.
+        proto: Proto,
         /// Requesting node.
         peer: PeerId,
         /// Payload.
@@ -125,8 +191,18 @@ pub enum Event {
     },
     /// A connection to `peer` was established (first one).
     Connected(PeerId),
-    /// A neighbour subscribed to an AGH topic.
+    /// A neighbour subscribed to an AGH topic or a Hyperspace capabilities topic.
     Subscribed(String),
+    /// A peer joined the DHT routing table.
+    DhtPeer(PeerId),
+    /// Another node asks us to store a DHT record; answer with [`Command::StoreRecord`] if it
+    /// is valid.
+    RecordOffered {
+        /// Key.
+        key: Vec<u8>,
+        /// Value.
+        value: Vec<u8>,
+    },
 }
 
 #[derive(NetworkBehaviour)]
@@ -138,7 +214,8 @@ struct Behaviour {
         IdentityTransform,
         MaxCountSubscriptionFilter<AllowAllSubscriptionFilter>,
     >,
-    direct: request_response::Behaviour<EnvelopeCodec>,
+    direct: request_response::Behaviour<BytesCodec>,
+    hs: request_response::Behaviour<BytesCodec>,
 }
 
 /// Settings of the mesh.
@@ -214,16 +291,39 @@ fn build_swarm(
                 filter,
             )
             .map_err(io::Error::other)?;
-            let mut kad = kad::Behaviour::with_config(
+            let mut kad_config = kad::Config::new(KAD_PROTOCOL);
+            kad_config
+                .set_record_filtering(kad::StoreInserts::FilterBoth)
+                .set_record_ttl(Some(RECORD_TTL))
+                // Publishers re-sign and re-put their records themselves.
+                .set_publication_interval(None)
+                .set_max_packet_size(MAX_RECORD_BYTES + 16 * 1024)
+                .set_query_timeout(Duration::from_secs(10));
+            let store = MemoryStore::with_config(
                 peer_id,
-                MemoryStore::new(peer_id),
-                kad::Config::new(KAD_PROTOCOL),
+                kad::store::MemoryStoreConfig {
+                    max_records: 4096,
+                    max_value_bytes: MAX_RECORD_BYTES,
+                    ..kad::store::MemoryStoreConfig::default()
+                },
             );
+            let mut kad = kad::Behaviour::with_config(peer_id, store, kad_config);
             kad.set_mode(Some(kad::Mode::Server));
             let direct = request_response::Behaviour::with_codec(
-                EnvelopeCodec,
+                BytesCodec {
+                    max_request: MAX_MESSAGE_BYTES as u64,
+                    max_response: MAX_RESPONSE_BYTES,
+                },
                 [(ENVELOPE_PROTOCOL, ProtocolSupport::Full)],
                 request_response::Config::default().with_request_timeout(Duration::from_secs(10)),
+            );
+            let hs = request_response::Behaviour::with_codec(
+                BytesCodec {
+                    max_request: MAX_MESSAGE_BYTES as u64,
+                    max_response: MAX_HS_RESPONSE_BYTES,
+                },
+                [(HYPERSPACE_PROTOCOL, ProtocolSupport::Full)],
+                request_response::Config::default().with_request_timeout(HS_REQUEST_TIMEOUT),
             );
             Ok(Behaviour {
                 identify: identify::Behaviour::new(identify::Config::new(
@@ -234,6 +334,7 @@ fn build_swarm(
                 kad,
                 gossipsub,
                 direct,
+                hs,
             })
         })
         .map_err(|e| MeshError::Build(e.to_string()))?
@@ -304,15 +405,32 @@ type DirectReply = oneshot::Sender<Result<Vec<u8>, String>>;
 
 /// A directed request in flight (kept to retry once after a DHT lookup).
 struct Outgoing {
+    proto: Proto,
     peer: PeerId,
     data: Vec<u8>,
     reply: DirectReply,
     retried: bool,
 }
 
+/// A DHT query whose results someone waits for.
+enum KadWait {
+    Providers(PeersReply, HashSet<PeerId>),
+    Records(ValuesReply, Vec<Vec<u8>>),
+}
+
 struct Pending {
-    replies: HashMap<OutboundRequestId, Outgoing>,
+    replies: HashMap<(Proto, OutboundRequestId), Outgoing>,
     lookups: HashMap<kad::QueryId, Vec<Outgoing>>,
+    kad: HashMap<kad::QueryId, KadWait>,
+}
+
+impl Behaviour {
+    fn send_request(&mut self, proto: Proto, peer: &PeerId, data: Vec<u8>) -> OutboundRequestId {
+        match proto {
+            Proto::Envelope => self.direct.send_request(peer, data),
+            Proto::Hyperspace => self.hs.send_request(peer, data),
+        }
+    }
 }
 
 /// Drives the swarm until `commands` closes.
@@ -325,6 +443,7 @@ pub async fn run(mesh: Mesh, mut commands: mpsc::Receiver<Command>, events: mpsc
     let mut pending = Pending {
         replies: HashMap::new(),
         lookups: HashMap::new(),
+        kad: HashMap::new(),
     };
     let mut listen: Vec<Multiaddr> = Vec::new();
     let mut redial = tokio::time::interval(Duration::from_millis(250));
@@ -432,11 +551,17 @@ fn handle_command(
                 b.gossipsub
                     .report_message_validation_result(&id, &propagation_source, acceptance);
         }
-        Command::SendDirect { peer, data, reply } => {
-            let id = b.direct.send_request(&peer, data.clone());
+        Command::SendDirect {
+            proto,
+            peer,
+            data,
+            reply,
+        } => {
+            let id = b.send_request(proto, &peer, data.clone());
             pending.replies.insert(
-                id,
+                (proto, id),
                 Outgoing {
+                    proto,
                     peer,
                     data,
                     reply,
@@ -444,8 +569,45 @@ fn handle_command(
                 },
             );
         }
-        Command::Respond { channel, data } => {
-            let _ = b.direct.send_response(channel, data);
+        Command::Respond {
+            proto,
+            channel,
+            data,
+        } => {
+            let _ = match proto {
+                Proto::Envelope => b.direct.send_response(channel, data),
+                Proto::Hyperspace => b.hs.send_response(channel, data),
+            };
+        }
+        Command::PutRecord { key, value } => {
+            let record = kad::Record::new(key, value);
+            if let Err(e) = b.kad.put_record(record, kad::Quorum::One) {
+                tracing::warn!(error = ?e, "cannot store a DHT record");
+            }
+        }
+        Command::StoreRecord { key, value } => {
+            use kad::store::RecordStore as _;
+            let mut record = kad::Record::new(key, value);
+            record.expires = Some(std::time::Instant::now() + RECORD_TTL);
+            if let Err(e) = b.kad.store_mut().put(record) {
+                tracing::debug!(error = ?e, "DHT record not stored");
+            }
+        }
+        Command::StartProviding(key) => {
+            if let Err(e) = b.kad.start_providing(kad::RecordKey::new(&key)) {
+                tracing::warn!(error = ?e, "cannot provide a DHT key");
+            }
+        }
+        Command::StopProviding(key) => b.kad.stop_providing(&kad::RecordKey::new(&key)),
+        Command::GetProviders { key, reply } => {
+            let id = b.kad.get_providers(kad::RecordKey::new(&key));
+            pending
+                .kad
+                .insert(id, KadWait::Providers(reply, HashSet::new()));
+        }
+        Command::GetRecords { key, reply } => {
+            let id = b.kad.get_record(kad::RecordKey::new(&key));
+            pending.kad.insert(id, KadWait::Records(reply, Vec::new()));
         }
         Command::Status(reply) => {
             let peer_id = swarm.local_peer_id().to_string();
@@ -560,10 +722,14 @@ fn handle_swarm_event(
                     propagation_source,
                 });
             }
-            // Relay every AGH channel a neighbour uses, so that nodes without local agents in a
-            // channel still carry its broadcasts between the nodes that have some.
+            // Relay every AGH channel and every Hyperspace capabilities topic a neighbour uses,
+            // so that nodes without local agents in a channel still carry its broadcasts between
+            // the nodes that have some, and every node hears every capability card.
             gossipsub::Event::Subscribed { topic, .. }
-                if topic.as_str().starts_with(crate::agh::TOPIC_PREFIX) =>
+                if topic.as_str().starts_with(crate::agh::TOPIC_PREFIX)
+                    || topic
+                        .as_str()
+                        .starts_with(agora_hyperspace::announce::CAPABILITIES_PREFIX) =>
             {
                 if subscribed.insert(topic.clone()) {
                     let _ = swarm
@@ -575,41 +741,78 @@ fn handle_swarm_event(
             }
             _ => {}
         },
-        SwarmEvent::Behaviour(BehaviourEvent::Direct(event)) => match event {
-            request_response::Event::Message { peer, message, .. } => match message {
-                request_response::Message::Request {
-                    request, channel, ..
-                } => queue.push_back(Event::Direct {
-                    peer,
-                    data: request,
-                    channel,
-                }),
-                request_response::Message::Response {
-                    request_id,
-                    response,
-                } => {
-                    if let Some(out) = pending.replies.remove(&request_id) {
-                        let _ = out.reply.send(Ok(response));
-                    }
-                }
-            },
-            request_response::Event::OutboundFailure {
-                request_id, error, ..
-            } => {
-                let Some(out) = pending.replies.remove(&request_id) else {
-                    return;
-                };
-                let dial_failed = matches!(error, request_response::OutboundFailure::DialFailure);
-                if dial_failed && !out.retried {
-                    // We do not know how to reach that node yet: ask the DHT, then retry once.
-                    let query = swarm.behaviour_mut().kad.get_closest_peers(out.peer);
-                    pending.lookups.entry(query).or_default().push(out);
-                } else {
-                    let _ = out.reply.send(Err(error.to_string()));
-                }
+        SwarmEvent::Behaviour(BehaviourEvent::Direct(event)) => {
+            direct_event(swarm, Proto::Envelope, event, queue, pending);
+        }
+        SwarmEvent::Behaviour(BehaviourEvent::Hs(event)) => {
+            direct_event(swarm, Proto::Hyperspace, event, queue, pending);
+        }
+        SwarmEvent::Behaviour(BehaviourEvent::Kad(kad::Event::RoutingUpdated {
+            peer,
+            is_new_peer: true,
+            ..
+        })) => queue.push_back(Event::DhtPeer(peer)),
+        SwarmEvent::Behaviour(BehaviourEvent::Kad(kad::Event::InboundRequest {
+            request:
+                kad::InboundRequest::PutRecord {
+                    record: Some(record),
+                    ..
+                },
+        })) if queue.len() < EVENT_QUEUE => {
+            // Beyond the queue bound the record is simply not stored.
+            queue.push_back(Event::RecordOffered {
+                key: record.key.to_vec(),
+                value: record.value,
+            });
+        }
+        SwarmEvent::Behaviour(BehaviourEvent::Kad(kad::Event::InboundRequest {
+            request:
+                kad::InboundRequest::AddProvider {
+                    record: Some(record),
+                },
+        })) => {
+            use kad::store::RecordStore as _;
+            // Provider records carry no claim to check beyond the provider being the sender,
+            // which Kademlia already ensures; the store bounds them.
+            if let Err(e) = swarm.behaviour_mut().kad.store_mut().add_provider(record) {
+                tracing::debug!(error = ?e, "provider record not stored");
             }
-            _ => {}
-        },
+        }
+        SwarmEvent::Behaviour(BehaviourEvent::Kad(kad::Event::OutboundQueryProgressed {
+            id,
+            result: kad::QueryResult::GetProviders(result),
+            step,
+            ..
+        })) => {
+            if let Some(KadWait::Providers(_, found)) = pending.kad.get_mut(&id)
+                && let Ok(kad::GetProvidersOk::FoundProviders { providers, .. }) = result
+            {
+                found.extend(providers);
+            }
+            if step.last
+                && let Some(KadWait::Providers(reply, found)) = pending.kad.remove(&id)
+            {
+                let _ = reply.send(found.into_iter().collect());
+            }
+        }
+        SwarmEvent::Behaviour(BehaviourEvent::Kad(kad::Event::OutboundQueryProgressed {
+            id,
+            result: kad::QueryResult::GetRecord(result),
+            step,
+            ..
+        })) => {
+            if let Some(KadWait::Records(_, found)) = pending.kad.get_mut(&id)
+                && let Ok(kad::GetRecordOk::FoundRecord(peer_record)) = result
+                && !found.contains(&peer_record.record.value)
+            {
+                found.push(peer_record.record.value);
+            }
+            if step.last
+                && let Some(KadWait::Records(reply, found)) = pending.kad.remove(&id)
+            {
+                let _ = reply.send(found);
+            }
+        }
         SwarmEvent::Behaviour(BehaviourEvent::Kad(kad::Event::OutboundQueryProgressed {
             id,
             result: kad::QueryResult::GetClosestPeers(_),
@@ -620,12 +823,12 @@ fn handle_swarm_event(
                 && let Some(waiting) = pending.lookups.remove(&id)
             {
                 for mut out in waiting {
-                    let rid = swarm
-                        .behaviour_mut()
-                        .direct
-                        .send_request(&out.peer, out.data.clone());
+                    let rid =
+                        swarm
+                            .behaviour_mut()
+                            .send_request(out.proto, &out.peer, out.data.clone());
                     out.retried = true;
-                    pending.replies.insert(rid, out);
+                    pending.replies.insert((out.proto, rid), out);
                 }
             }
         }
@@ -633,11 +836,61 @@ fn handle_swarm_event(
     }
 }
 
-/// Request-response codec for envelopes: a request is the envelope's bytes, a response is a
-/// short JSON acknowledgement; each is the whole stream (no framing beyond end-of-stream), with
-/// hard size limits.
-#[derive(Clone, Copy, Debug, Default)]
-pub struct EnvelopeCodec;
+/// One event of either request-response behaviour.
+fn direct_event(
+    swarm: &mut Swarm<Behaviour>,
+    proto: Proto,
+    event: request_response::Event<Vec<u8>, Vec<u8>>,
+    queue: &mut VecDeque<Event>,
+    pending: &mut Pending,
+) {
+    match event {
+        request_response::Event::Message { peer, message, .. } => match message {
+            request_response::Message::Request {
+                request, channel, ..
+            } => queue.push_back(Event::Direct {
+                proto,
+                peer,
+                data: request,
+                channel,
+            }),
+            request_response::Message::Response {
+                request_id,
+                response,
+            } => {
+                if let Some(out) = pending.replies.remove(&(proto, request_id)) {
+                    let _ = out.reply.send(Ok(response));
+                }
+            }
+        },
+        request_response::Event::OutboundFailure {
+            request_id, error, ..
+        } => {
+            let Some(out) = pending.replies.remove(&(proto, request_id)) else {
+                return;
+            };
+            let dial_failed = matches!(error, request_response::OutboundFailure::DialFailure);
+            if dial_failed && !out.retried {
+                // We do not know how to reach that node yet: ask the DHT, then retry once.
+                let query = swarm.behaviour_mut().kad.get_closest_peers(out.peer);
+                pending.lookups.entry(query).or_default().push(out);
+            } else {
+                let _ = out.reply.send(Err(error.to_string()));
+            }
+        }
+        _ => {}
+    }
+}
+
+/// Request-response codec of opaque bytes: a request (an envelope, a JSON request) and its
+/// response are each the whole stream (no framing beyond end-of-stream), with hard size limits.
+#[derive(Clone, Copy, Debug)]
+pub struct BytesCodec {
+    /// Largest request accepted.
+    pub max_request: u64,
+    /// Largest response accepted.
+    pub max_response: u64,
+}
 
 async fn read_limited<T>(io: &mut T, limit: u64) -> io::Result<Vec<u8>>
 where
@@ -654,7 +907,7 @@ where
     Ok(out)
 }
 
-impl request_response::Codec for EnvelopeCodec {
+impl request_response::Codec for BytesCodec {
     type Protocol = StreamProtocol;
     type Request = Vec<u8>;
     type Response = Vec<u8>;
@@ -663,14 +916,14 @@ impl request_response::Codec for EnvelopeCodec {
     where
         T: futures::AsyncRead + Unpin + Send,
     {
-        read_limited(io, MAX_MESSAGE_BYTES as u64).await
+        read_limited(io, self.max_request).await
     }
 
     async fn read_response<T>(&mut self, _: &StreamProtocol, io: &mut T) -> io::Result<Vec<u8>>
     where
         T: futures::AsyncRead + Unpin + Send,
     {
-        read_limited(io, MAX_RESPONSE_BYTES).await
+        read_limited(io, self.max_response).await
     }
 
     async fn write_request<T>(

@@ -39,6 +39,8 @@ pub struct AppState {
     pub agh: mpsc::Sender<Input>,
     /// The mesh.
     pub mesh: mpsc::Sender<mesh::Command>,
+    /// The Hyperspace service.
+    pub hyperspace: mpsc::Sender<crate::hyperspace::Input>,
     /// Connection id source.
     pub conn_ids: Arc<AtomicU64>,
     /// Node start time.
@@ -65,6 +67,7 @@ pub fn http_face(state: AppState) -> Router {
     Router::new()
         .route("/healthz", get(|| async { Json(json!({"status": "ok"})) }))
         .route("/status", get(status))
+        .route("/hyperspace/cards", get(hyperspace_cards))
         .route("/agh/v0/peers", get(peers))
         .route("/agh/v0/envelopes", post(post_envelopes))
         .route(
@@ -163,6 +166,24 @@ async fn status(State(state): State<AppState>) -> Response {
         "agh": agh,
     }))
     .into_response()
+}
+
+/// `GET /hyperspace/cards`: the capability cards this node knows and the card records it holds
+/// for the DHT.
+async fn hyperspace_cards(State(state): State<AppState>) -> Response {
+    let (tx, rx) = oneshot::channel();
+    if state
+        .hyperspace
+        .send(crate::hyperspace::Input::Cards(tx))
+        .await
+        .is_err()
+    {
+        return unavailable();
+    }
+    match rx.await {
+        Ok(v) => Json(v).into_response(),
+        Err(_) => unavailable(),
+    }
 }
 
 #[derive(Debug, Deserialize)]

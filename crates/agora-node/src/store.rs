@@ -16,7 +16,7 @@ use tokio::sync::{mpsc, oneshot};
 /// File name of the database inside the data directory.
 pub const DB_FILE: &str = "agora.redb";
 /// Current schema version.
-pub const SCHEMA_VERSION: u64 = 3;
+pub const SCHEMA_VERSION: u64 = 4;
 
 const META: TableDefinition<'_, &str, u64> = TableDefinition::new("meta");
 /// Local capability catalogs: Peer ID → catalog JSON (`{"capabilities":[…]}`).
@@ -25,6 +25,40 @@ const CATALOGS: TableDefinition<'_, &str, &str> = TableDefinition::new("agh_cata
 const INTERACTIONS: TableDefinition<'_, &str, &str> = TableDefinition::new("agh_interactions");
 /// Hyperspace sessions: `sessionId` → JSON `{session, budget, trace}`.
 const HS_SESSIONS: TableDefinition<'_, &str, &str> = TableDefinition::new("hs_sessions");
+/// Hyperspace tools registered on this node: tool id → JSON `LocalTool`.
+const HS_TOOLS: TableDefinition<'_, &str, &str> = TableDefinition::new("hs_tools");
+/// Capability card records this node holds for the DHT: peer id → signed record (envelope text).
+const HS_RECORDS: TableDefinition<'_, &str, &str> = TableDefinition::new("hs_records");
+
+/// The tables holding text rows.
+#[derive(Clone, Copy, Debug)]
+enum Table {
+    Catalogs,
+    Interactions,
+    HsSessions,
+    HsTools,
+    HsRecords,
+}
+
+impl Table {
+    const ALL: [Self; 5] = [
+        Self::Catalogs,
+        Self::Interactions,
+        Self::HsSessions,
+        Self::HsTools,
+        Self::HsRecords,
+    ];
+
+    fn def(self) -> TableDefinition<'static, &'static str, &'static str> {
+        match self {
+            Self::Catalogs => CATALOGS,
+            Self::Interactions => INTERACTIONS,
+            Self::HsSessions => HS_SESSIONS,
+            Self::HsTools => HS_TOOLS,
+            Self::HsRecords => HS_RECORDS,
+        }
+    }
+}
 
 /// Most writes waiting for the writer thread.
 const WRITE_QUEUE: usize = 1024;
@@ -56,12 +90,15 @@ pub enum StoreError {
 }
 
 enum Write {
-    PutCatalog { peer_id: String, json: String },
-    DeleteCatalog { peer_id: String },
-    PutInteraction { key: String, json: String },
-    DeleteInteraction { key: String },
-    PutHsSession { id: String, json: String },
-    DeleteHsSession { id: String },
+    Put {
+        table: Table,
+        key: String,
+        value: String,
+    },
+    Delete {
+        table: Table,
+        key: String,
+    },
 }
 
 /// Key of an interaction record.
@@ -126,19 +163,12 @@ impl Store {
 
     /// Stores the catalog of a local peer; returns once it is durable.
     pub async fn put_catalog(&self, peer_id: &str, json: &str) -> Result<(), StoreError> {
-        self.submit(Write::PutCatalog {
-            peer_id: peer_id.to_owned(),
-            json: json.to_owned(),
-        })
-        .await
+        self.put(Table::Catalogs, peer_id, json).await
     }
 
     /// Deletes the catalog of a local peer; returns once it is durable.
     pub async fn delete_catalog(&self, peer_id: &str) -> Result<(), StoreError> {
-        self.submit(Write::DeleteCatalog {
-            peer_id: peer_id.to_owned(),
-        })
-        .await
+        self.delete(Table::Catalogs, peer_id).await
     }
 
     /// Stores an interaction record (JSON); returns once it is durable.
@@ -148,10 +178,11 @@ impl Store {
         interaction_id: &str,
         json: &str,
     ) -> Result<(), StoreError> {
-        self.submit(Write::PutInteraction {
-            key: interaction_key(channel, interaction_id),
-            json: json.to_owned(),
-        })
+        self.put(
+            Table::Interactions,
+            &interaction_key(channel, interaction_id),
+            json,
+        )
         .await
     }
 
@@ -161,27 +192,68 @@ impl Store {
         channel: &str,
         interaction_id: &str,
     ) -> Result<(), StoreError> {
-        self.submit(Write::DeleteInteraction {
-            key: interaction_key(channel, interaction_id),
-        })
+        self.delete(
+            Table::Interactions,
+            &interaction_key(channel, interaction_id),
+        )
         .await
     }
 
     /// Stores a Hyperspace session snapshot; returns once it is durable.
     pub async fn put_hs_session(&self, session_id: &str, json: &str) -> Result<(), StoreError> {
-        self.submit(Write::PutHsSession {
-            id: session_id.to_owned(),
-            json: json.to_owned(),
-        })
-        .await
+        self.put(Table::HsSessions, session_id, json).await
     }
 
     /// Deletes a Hyperspace session snapshot; returns once it is durable.
     pub async fn delete_hs_session(&self, session_id: &str) -> Result<(), StoreError> {
-        self.submit(Write::DeleteHsSession {
-            id: session_id.to_owned(),
+        self.delete(Table::HsSessions, session_id).await
+    }
+
+    async fn put(&self, table: Table, key: &str, value: &str) -> Result<(), StoreError> {
+        self.submit(Write::Put {
+            table,
+            key: key.to_owned(),
+            value: value.to_owned(),
         })
         .await
+    }
+
+    async fn delete(&self, table: Table, key: &str) -> Result<(), StoreError> {
+        self.submit(Write::Delete {
+            table,
+            key: key.to_owned(),
+        })
+        .await
+    }
+
+    /// Stores a Hyperspace tool; returns once it is durable.
+    pub async fn put_hs_tool(&self, tool_id: &str, json: &str) -> Result<(), StoreError> {
+        self.put(Table::HsTools, tool_id, json).await
+    }
+
+    /// Deletes a Hyperspace tool; returns once it is durable.
+    pub async fn delete_hs_tool(&self, tool_id: &str) -> Result<(), StoreError> {
+        self.delete(Table::HsTools, tool_id).await
+    }
+
+    /// Every stored Hyperspace tool, by id (a blocking read).
+    pub fn hs_tools(&self) -> Result<Vec<(String, String)>, StoreError> {
+        self.read_all(HS_TOOLS)
+    }
+
+    /// Stores the card record of `peer_id`; returns once it is durable.
+    pub async fn put_hs_record(&self, peer_id: &str, record: &str) -> Result<(), StoreError> {
+        self.put(Table::HsRecords, peer_id, record).await
+    }
+
+    /// Deletes the card record of `peer_id`; returns once it is durable.
+    pub async fn delete_hs_record(&self, peer_id: &str) -> Result<(), StoreError> {
+        self.delete(Table::HsRecords, peer_id).await
+    }
+
+    /// Every stored card record, by peer id (a blocking read).
+    pub fn hs_records(&self) -> Result<Vec<(String, String)>, StoreError> {
+        self.read_all(HS_RECORDS)
     }
 
     /// Every stored Hyperspace session snapshot, by session id (a blocking read).
@@ -250,7 +322,8 @@ fn migrate(db: &Database, path: &Path) -> Result<(), StoreError> {
             }
             Some(v) if v == SCHEMA_VERSION => {}
             // Migrations, in order: 0 (a fresh file) → 1 creates the catalogs table, 1 → 2 the
-            // interactions table, 2 → 3 the Hyperspace sessions table.
+            // interactions table, 2 → 3 the Hyperspace sessions table, 3 → 4 the Hyperspace
+            // tools and card records tables.
             found => {
                 let from = found.unwrap_or(0);
                 if from < 1 {
@@ -261,6 +334,10 @@ fn migrate(db: &Database, path: &Path) -> Result<(), StoreError> {
                 }
                 if from < 3 {
                     txn.open_table(HS_SESSIONS).map_err(|e| err(&e))?;
+                }
+                if from < 4 {
+                    txn.open_table(HS_TOOLS).map_err(|e| err(&e))?;
+                    txn.open_table(HS_RECORDS).map_err(|e| err(&e))?;
                 }
                 meta.insert("schema_version", SCHEMA_VERSION)
                     .map_err(|e| err(&e))?;
@@ -299,36 +376,21 @@ fn writer(db: &Database, path: &Path, mut rx: mpsc::Receiver<Job>) {
 fn apply(db: &Database, jobs: &[Job]) -> Result<(), String> {
     let txn = db.begin_write().map_err(|e| e.to_string())?;
     {
-        let mut catalogs = txn.open_table(CATALOGS).map_err(|e| e.to_string())?;
-        let mut interactions = txn.open_table(INTERACTIONS).map_err(|e| e.to_string())?;
-        let mut hs = txn.open_table(HS_SESSIONS).map_err(|e| e.to_string())?;
+        let mut tables = Table::ALL
+            .iter()
+            .map(|t| txn.open_table(t.def()))
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| e.to_string())?;
         for job in jobs {
             match &job.write {
-                Write::PutHsSession { id, json } => {
-                    hs.insert(id.as_str(), json.as_str())
+                Write::Put { table, key, value } => {
+                    tables[*table as usize]
+                        .insert(key.as_str(), value.as_str())
                         .map_err(|e| e.to_string())?;
                 }
-                Write::DeleteHsSession { id } => {
-                    hs.remove(id.as_str()).map_err(|e| e.to_string())?;
-                }
-                Write::PutInteraction { key, json } => {
-                    interactions
-                        .insert(key.as_str(), json.as_str())
-                        .map_err(|e| e.to_string())?;
-                }
-                Write::DeleteInteraction { key } => {
-                    interactions
+                Write::Delete { table, key } => {
+                    tables[*table as usize]
                         .remove(key.as_str())
-                        .map_err(|e| e.to_string())?;
-                }
-                Write::PutCatalog { peer_id, json } => {
-                    catalogs
-                        .insert(peer_id.as_str(), json.as_str())
-                        .map_err(|e| e.to_string())?;
-                }
-                Write::DeleteCatalog { peer_id } => {
-                    catalogs
-                        .remove(peer_id.as_str())
                         .map_err(|e| e.to_string())?;
                 }
             }

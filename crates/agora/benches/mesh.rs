@@ -3,7 +3,11 @@
 //! - say-broadcast throughput between two agents on different nodes;
 //! - idle node resident memory and start-up time (process start → all `listening on` lines).
 //!
-//! Run: `cargo bench -p agora --bench mesh` (prints a table; figures go in docs/performance.md).
+//! - Hyperspace tools across 3 nodes: `tool.discover` latency (card known, and the first call on a
+//!   node that just joined) and `tool.invoke` round trips.
+//!
+//! Run: `cargo bench -p agora --bench mesh` (prints a table; figures go in docs/performance.md);
+//! `-- rpc` for JSON-RPC calls only, `-- tools` for the Hyperspace tool figures only.
 //! This is a measurement harness, not a test: it asserts nothing about the numbers.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout)]
@@ -191,6 +195,101 @@ async fn rpc_calls(count: usize, window: usize) -> f64 {
     got as f64 / start.elapsed().as_secs_f64()
 }
 
+/// Hyperspace across 3 nodes (A–B–C): a tool registered on C, discovered and invoked from A.
+/// Returns (warm discover p50/p99, first discover on a newly joined node p50/max, invoke p50/p99).
+async fn hyperspace_tools(samples: usize) -> [(Duration, Duration); 3] {
+    use futures::{SinkExt, StreamExt};
+    use tokio_tungstenite::tungstenite::Message;
+    let dir = tempfile::tempdir().unwrap();
+    let nodes = network(dir.path(), 3).await;
+    let (a, c) = (&nodes[0], &nodes[2]);
+    let mut provider = support::rpc_connect(&c.rpc).await;
+    let r = support::rpc_call(
+        &mut provider,
+        1,
+        "tool.register",
+        json!({
+        "name": "web-search", "description": "Search the web", "schema": {},
+        "capabilities": ["search"]}),
+    )
+    .await;
+    let tool = r["result"]["toolId"].as_str().unwrap().to_owned();
+    // The provider answers every invocation at once.
+    let (mut tx, mut rx) = provider.split();
+    tokio::spawn(async move {
+        while let Some(Ok(Message::Text(t))) = rx.next().await {
+            let req: serde_json::Value = serde_json::from_str(t.as_str()).unwrap();
+            let answer = json!({"jsonrpc": "2.0", "id": req["id"], "result": {"ok": true}});
+            if tx
+                .send(Message::Text(answer.to_string().into()))
+                .await
+                .is_err()
+            {
+                break;
+            }
+        }
+    });
+    let query = json!({"query": "web search", "capabilities": ["search"]});
+    let found = |r: &serde_json::Value| {
+        r["result"]["tools"]
+            .as_array()
+            .is_some_and(|t| !t.is_empty())
+    };
+    let mut client = support::rpc_connect(&a.rpc).await;
+    let mut id = 10;
+    eventually(Duration::from_secs(30), async || {
+        id += 1;
+        found(&support::rpc_call(&mut client, id, "tool.discover", query.clone()).await)
+            .then_some(())
+    })
+    .await
+    .expect("A discovers C's tool");
+    let mut warm = Vec::new();
+    for _ in 0..samples {
+        id += 1;
+        let t = Instant::now();
+        let r = support::rpc_call(&mut client, id, "tool.discover", query.clone()).await;
+        warm.push(t.elapsed());
+        assert!(found(&r));
+    }
+    let mut invoke = Vec::new();
+    for _ in 0..samples {
+        id += 1;
+        let t = Instant::now();
+        let r = support::rpc_call(
+            &mut client,
+            id,
+            "tool.invoke",
+            json!({"toolId": tool, "params": {}}),
+        )
+        .await;
+        invoke.push(t.elapsed());
+        assert_eq!(r["result"]["result"]["ok"], true, "{r}");
+    }
+    let mut cold = Vec::new();
+    for i in 0..10 {
+        let d = spawn_node(&dir.path().join(format!("d{i}")), &[&a.p2p], 30, &[]);
+        eventually(Duration::from_secs(20), async || {
+            connected(&d.http).await.contains(&a.peer_id).then_some(())
+        })
+        .await
+        .expect("D joins");
+        let mut on_d = support::rpc_connect(&d.rpc).await;
+        let t = Instant::now();
+        let r = support::rpc_call(&mut on_d, 1, "tool.discover", query.clone()).await;
+        cold.push(t.elapsed());
+        assert!(found(&r), "{r}");
+    }
+    for v in [&mut warm, &mut invoke, &mut cold] {
+        v.sort();
+    }
+    [
+        (percentile(&warm, 0.5), percentile(&warm, 0.99)),
+        (percentile(&cold, 0.5), percentile(&cold, 1.0)),
+        (percentile(&invoke, 0.5), percentile(&invoke, 0.99)),
+    ]
+}
+
 fn rss_kib(pid: u32) -> u64 {
     std::fs::read_to_string(format!("/proc/{pid}/status"))
         .ok()
@@ -209,7 +308,16 @@ fn main() {
         .build()
         .unwrap();
     let only_rpc = std::env::args().any(|a| a == "rpc");
+    let only_tools = std::env::args().any(|a| a == "tools");
     rt.block_on(async {
+        if only_tools {
+            let [warm, cold, invoke] = hyperspace_tools(500).await;
+            let ms = |d: Duration| d.as_secs_f64() * 1e3;
+            println!("| tool.discover on A of a tool on C (card known), 500 calls | p50 {:.2} ms, p99 {:.2} ms |", ms(warm.0), ms(warm.1));
+            println!("| first tool.discover on a node that just joined A, 10 nodes | p50 {:.1} ms, max {:.1} ms |", ms(cold.0), ms(cold.1));
+            println!("| tool.invoke from A of C's tool (provider answers at once), 500 calls | p50 {:.2} ms, p99 {:.2} ms |", ms(invoke.0), ms(invoke.1));
+            return;
+        }
         if only_rpc {
             for window in [1, 64] {
                 let rate = rpc_calls(20_000, window).await;

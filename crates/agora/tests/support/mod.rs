@@ -136,6 +136,31 @@ pub(crate) fn spawn_node_env(
     }
 }
 
+/// Opens a JSON-RPC WebSocket to a node's rpc face.
+pub(crate) async fn rpc_connect(url: &str) -> Ws {
+    tokio_tungstenite::connect_async(url).await.unwrap().0
+}
+
+/// Calls `method(params)` on `ws` and returns the whole response (frames that are not the
+/// response, such as requests to a tool provider, are an error here), waiting up to 20 s.
+pub(crate) async fn rpc_call(ws: &mut Ws, id: u64, method: &str, params: Value) -> Value {
+    let req = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
+    ws.send(Message::Text(req.to_string().into()))
+        .await
+        .unwrap();
+    let msg = tokio::time::timeout(Duration::from_secs(20), ws.next())
+        .await
+        .expect("a response in time")
+        .expect("the connection is open")
+        .unwrap();
+    let Message::Text(text) = msg else {
+        panic!("expected a text frame, got {msg:?}")
+    };
+    let v: Value = serde_json::from_str(text.as_str()).unwrap();
+    assert_eq!(v["id"], id, "response to call {id}: {v}");
+    v
+}
+
 /// Polls `f` until it returns `Some` or `timeout` passes.
 pub(crate) async fn eventually<T>(
     timeout: Duration,

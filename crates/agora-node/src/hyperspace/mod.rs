@@ -1,10 +1,18 @@
 //! The Hyperspace service: one task that owns the Hyperspace primitives' state, answers JSON-RPC
-//! calls from the rpc face, and verifies Hyperspace gossip.
+//! calls from the rpc face, verifies Hyperspace gossip, and keeps this node's capability card
+//! published.
+//!
+//! | module | owns |
+//! |---|---|
+//! | this one | the task, sessions and their persistence, the call dispatch |
+//! | [`cards`] | the node's own card (gossip heartbeats, DHT record, provider records), cards of others (gossip, DHT records held for the network, persistence) |
+//! | [`discover`] | `tool.discover` over the local registry, then the DHT, then a gossip ask |
+//! | [`invoke`] | `tool.invoke` of local and remote tools, and node-to-node requests |
 //!
 //! Gossip (spec §2.1, §7.2; `docs/hyperspace-wire.md`): every message on a `hyperspace/…` topic
 //! is a v2 signed envelope, verified once, here, while gossipsub holds it for validation: invalid
 //! → `Reject` (the forwarding peer is penalised), stale or replayed → `Ignore`, valid → `Accept`
-//! (then forwarded).
+//! (then forwarded) and applied (a card, a delta, a discovery ask).
 //!
 //! Calls (spec §4.1 state, §4.2 guard, §4.5 recursive) go to the sans-IO primitives of
 //! `agora_hyperspace`. Every call that changes a session writes that session's snapshot
@@ -17,22 +25,34 @@
 //! session (plus the session-less `guard.validate`, `guard.checkSafety`, `guard.checkRateLimit`);
 //! the token stops working when the session ends or is evicted.
 
-use std::collections::HashMap;
+mod cards;
+mod discover;
+mod invoke;
+
+use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use agora_hyperspace::ReplayWindow;
+use agora_hyperspace::announce::CardPublisher;
 use agora_hyperspace::guard::{Budget, Guard};
 use agora_hyperspace::jsonrpc::RpcError;
 use agora_hyperspace::recursive::{RecursionTrace, Recursive};
 use agora_hyperspace::state::{Session, Sessions};
-use agora_hyperspace::tool::{InvokeParams, InvokeResult, InvokeTarget, ToolRegistry};
-use libp2p::gossipsub::MessageAcceptance;
+use agora_hyperspace::tool::{LocalTool, ToolRegistry};
+use ed25519_dalek::SigningKey;
+use libp2p::PeerId;
+use libp2p::gossipsub::MessageId;
+use libp2p::request_response::ResponseChannel;
 use serde_json::Value;
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::mpsc;
 
+use crate::mesh;
 use crate::rpc::{Call, Links, Principal};
 use crate::store::Store;
+
+pub use cards::HeldRecord;
+pub use discover::PendingDiscover;
 
 /// Gossip topic prefix of Hyperspace.
 pub const TOPIC_PREFIX: &str = agora_hyperspace::topic::PREFIX;
@@ -44,15 +64,17 @@ pub fn now_ms() -> u64 {
         .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
 }
 
-/// A gossip message to verify.
+/// A gossip message to verify; the verdict goes to the mesh as [`mesh::Command::Validated`].
 #[derive(Debug)]
 pub struct GossipCheck {
     /// Topic string.
     pub topic: String,
     /// Payload (the envelope's bytes).
     pub data: Vec<u8>,
-    /// Verdict for gossipsub.
-    pub reply: oneshot::Sender<MessageAcceptance>,
+    /// Gossipsub's message id.
+    pub id: MessageId,
+    /// The peer that forwarded it.
+    pub propagation_source: PeerId,
 }
 
 /// Inputs of the Hyperspace service.
@@ -73,10 +95,41 @@ pub enum Input {
         /// Did the provider answer with a result?
         success: bool,
     },
+    /// A node-to-node request (`/agora/hyperspace/1.0.0`).
+    Peer {
+        /// The requesting node.
+        peer: PeerId,
+        /// The request's bytes.
+        data: Vec<u8>,
+        /// Where the response goes.
+        channel: ResponseChannel<Vec<u8>>,
+    },
+    /// Another node asks us to hold a DHT record.
+    RecordOffered {
+        /// Key.
+        key: Vec<u8>,
+        /// Value.
+        value: Vec<u8>,
+    },
+    /// A neighbour subscribed to a capabilities topic.
+    Subscribed(String),
+    /// Card records found in the DHT (for `tool.discover`, or to repair a missed delta).
+    Learned {
+        /// The records' values, unverified.
+        records: Vec<Vec<u8>>,
+        /// The discovery waiting for them, if any.
+        discover: Option<u64>,
+    },
+    /// A discovery's gossip ask had its time: answer with what is known.
+    DiscoverDeadline(u64),
+    /// A peer joined the DHT routing table: records put while we had none reach it now.
+    DhtPeer,
+    /// Report the known cards and the held records (HTTP `GET /hyperspace/cards`).
+    Cards(tokio::sync::oneshot::Sender<Value>),
 }
 
 /// How long a provider has to answer `tool.invoke`.
-pub const INVOKE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
+pub const INVOKE_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// The owner name of tools registered over connection `conn`.
 fn owner_of(conn: u64) -> String {
@@ -107,6 +160,23 @@ struct Service {
     inputs: mpsc::Sender<Input>,
     store: Store,
     tokens: Arc<Mutex<HashMap<String, String>>>,
+    /// The node's key, which signs its announcements.
+    key: SigningKey,
+    mesh: mpsc::Sender<mesh::Command>,
+    publisher: CardPublisher,
+    /// Capability tags this node is a DHT provider of.
+    provided: BTreeSet<String>,
+    /// When the node's card record was last put into the DHT.
+    record_put_ms: u64,
+    /// When every record (ours and those held) was last re-put because a neighbour arrived.
+    republished_ms: Option<u64>,
+    /// Card records held for the DHT, by peer.
+    held: HashMap<String, HeldRecord>,
+    /// Discoveries waiting for the DHT or for gossip answers.
+    discovering: HashMap<u64, PendingDiscover>,
+    next_discover: u64,
+    /// When each peer was last asked for its card after a missed delta, or answered an ask.
+    throttle: HashMap<String, u64>,
 }
 
 /// What the Hyperspace service needs from the node.
@@ -114,13 +184,32 @@ struct Service {
 pub struct HsWiring {
     /// This node's PeerId (the `peerId` of its tools).
     pub peer_id: String,
+    /// The node's Ed25519 key (signs the node's capability announcements).
+    pub key: SigningKey,
     /// Open JSON-RPC connections (tool providers).
     pub links: Links,
+    /// Commands to the mesh.
+    pub mesh: mpsc::Sender<mesh::Command>,
     /// The service's own input, for results of work it hands to other tasks.
     pub inputs_tx: mpsc::Sender<Input>,
     /// The service's input.
     pub inputs: mpsc::Receiver<Input>,
 }
+
+/// What the service loads from the store at start.
+#[derive(Debug, Default)]
+pub struct Restored {
+    /// Session snapshots.
+    pub snapshots: Vec<Snapshot>,
+    /// Tools registered before the restart (they come back orphaned).
+    pub tools: Vec<LocalTool>,
+    /// Card records held for the DHT, by peer.
+    pub records: Vec<(String, String)>,
+}
+
+/// How long a tool without a provider is remembered (its id and analytics wait for the
+/// provider to register it again).
+const ORPHAN_TTL_MS: u64 = 24 * 60 * 60 * 1000;
 
 fn random_hex(bytes: usize) -> String {
     let mut b = vec![0u8; bytes];
@@ -160,16 +249,40 @@ fn session_id_param(params: Option<&Value>) -> Option<&str> {
     }
 }
 
+/// Whether `principal` may call `method`: an API-key (or loopback) client may call anything; a
+/// session token only the state, guard and recursive methods of its own session and the
+/// session-less guard methods.
+fn authorize(principal: &Principal, method: &str, params: Option<&Value>) -> Result<(), RpcError> {
+    let Principal::Session(own) = principal else {
+        return Ok(());
+    };
+    let allowed = SESSIONLESS.contains(&method)
+        || (["state.", "guard.", "recursive."]
+            .iter()
+            .any(|p| method.starts_with(p))
+            && method != "state.createSession"
+            && session_id_param(params) == Some(own.as_str()));
+    if allowed {
+        Ok(())
+    } else {
+        Err(RpcError::invalid_request()
+            .with_message("session token does not grant this call")
+            .with_data(serde_json::json!({ "sessionId": own, "method": method })))
+    }
+}
+
 /// Runs the service until `inputs` closes.
 pub async fn run(
     store: Store,
     tokens: Arc<Mutex<HashMap<String, String>>>,
-    snapshots: Vec<Snapshot>,
+    restored: Restored,
     wiring: HsWiring,
 ) {
     let HsWiring {
         peer_id,
+        key,
         links,
+        mesh,
         inputs_tx,
         mut inputs,
     } = wiring;
@@ -184,12 +297,47 @@ pub async fn run(
         inputs: inputs_tx,
         store,
         tokens,
+        key,
+        mesh,
+        publisher: CardPublisher::new(),
+        provided: BTreeSet::new(),
+        record_put_ms: 0,
+        republished_ms: None,
+        held: HashMap::new(),
+        discovering: HashMap::new(),
+        next_discover: 1,
+        throttle: HashMap::new(),
     };
-    svc.restore(snapshots);
-    while let Some(input) = inputs.recv().await {
+    svc.restore(restored.snapshots);
+    let now = now_ms();
+    for tool in restored.tools {
+        svc.tools.restore_tool(tool, now);
+    }
+    svc.start_announcing(restored.records).await;
+    let mut beat = tokio::time::interval(Duration::from_secs(1));
+    beat.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        let input = tokio::select! {
+            input = inputs.recv() => match input {
+                Some(input) => input,
+                None => break,
+            },
+            _ = beat.tick() => {
+                svc.tick().await;
+                continue;
+            }
+        };
+        svc.handle(input).await;
+    }
+}
+
+impl Service {
+    async fn handle(&mut self, input: Input) {
         match input {
             Input::Closed(conn) => {
-                svc.tools.remove_owner(&owner_of(conn));
+                if self.tools.orphan_owner(&owner_of(conn), now_ms()) > 0 {
+                    self.tools_changed().await;
+                }
             }
             Input::Invoked {
                 tool_id,
@@ -197,11 +345,15 @@ pub async fn run(
                 success,
             } => {
                 // The tool may have left with its provider meanwhile.
-                let _ = svc.tools.record_invocation(&tool_id, duration_ms, success);
+                let _ = self.tools.record_invocation(&tool_id, duration_ms, success);
             }
-            Input::Call(call) if call.request.method == "tool.invoke" => svc.invoke(call),
+            Input::Call(call) if call.request.method == "tool.invoke" => self.invoke(call),
+            Input::Call(call) if call.request.method == "tool.discover" => {
+                self.discover(call).await;
+            }
             Input::Call(call) => {
-                let outcome = svc
+                let registers = call.request.method == "tool.register";
+                let outcome = self
                     .call(
                         &call.principal,
                         call.conn,
@@ -210,26 +362,57 @@ pub async fn run(
                     )
                     .await;
                 let _ = call.reply.send(outcome);
+                if registers {
+                    self.tools_changed().await;
+                }
             }
-            Input::Gossip(check) => {
-                let verdict = svc.verify_gossip(&check.topic, &check.data);
-                let _ = check.reply.send(verdict);
+            Input::Gossip(check) => self.gossip(check).await,
+            Input::Peer {
+                peer,
+                data,
+                channel,
+            } => self.peer_request(peer, &data, channel).await,
+            Input::RecordOffered { key, value } => self.record_offered(&key, value).await,
+            Input::Subscribed(topic) => self.subscribed(&topic).await,
+            Input::Learned { records, discover } => self.learned(&records, discover).await,
+            Input::DiscoverDeadline(id) => self.discover_deadline(id),
+            Input::DhtPeer => self.dht_peer().await,
+            Input::Cards(reply) => {
+                let _ = reply.send(self.cards_report(now_ms()));
             }
         }
     }
-}
 
-impl Service {
-    fn verify_gossip(&mut self, topic: &str, data: &[u8]) -> MessageAcceptance {
-        let Ok(text) = std::str::from_utf8(data) else {
-            return MessageAcceptance::Reject;
-        };
-        match agora_hyperspace::verify(text, topic, now_ms(), &mut self.window) {
-            Ok(_) => MessageAcceptance::Accept,
-            Err(e) if e.is_benign() => MessageAcceptance::Ignore,
-            Err(e) => {
-                tracing::debug!(%topic, reason = e.reason(), "rejected Hyperspace gossip");
-                MessageAcceptance::Reject
+    /// Once a second: heartbeats, record refresh, and forgetting what expired.
+    async fn tick(&mut self) {
+        let now = now_ms();
+        self.announce(now).await;
+        self.tools.cards_mut().prune(now);
+        if self.tools.forget_orphans(now, ORPHAN_TTL_MS) > 0 {
+            self.persist_tools().await;
+        }
+        self.throttle
+            .retain(|_, at| now.saturating_sub(*at) < 60_000);
+    }
+
+    /// The local tools changed: store them and announce the new card at once.
+    async fn tools_changed(&mut self) {
+        self.persist_tools().await;
+        self.announce(now_ms()).await;
+    }
+
+    /// Writes the local tools that changed since the last call.
+    async fn persist_tools(&mut self) {
+        for id in self.tools.take_dirty() {
+            let outcome = match self.tools.local_tool(&id) {
+                Some(tool) => match serde_json::to_string(tool) {
+                    Ok(json) => self.store.put_hs_tool(&id, &json).await,
+                    Err(_) => continue,
+                },
+                None => self.store.delete_hs_tool(&id).await,
+            };
+            if let Err(e) = outcome {
+                tracing::warn!(tool = %id, error = %e, "cannot store a Hyperspace tool");
             }
         }
     }
@@ -253,79 +436,6 @@ impl Service {
         }
     }
 
-    /// `tool.invoke`: resolves where the tool lives and asks its provider, off the service task
-    /// (the provider may take a while); the caller gets `{result, duration, peerId}`.
-    fn invoke(&mut self, call: Call) {
-        if matches!(call.principal, Principal::Session(_)) {
-            let _ =
-                call.reply.send(Err(RpcError::invalid_request()
-                    .with_message("session token does not grant this call")));
-            return;
-        }
-        let params: InvokeParams =
-            match serde_json::from_value(call.request.params.clone().unwrap_or(Value::Null)) {
-                Ok(p) => p,
-                Err(e) => {
-                    let _ = call
-                        .reply
-                        .send(Err(RpcError::invalid_params().with_message(e.to_string())));
-                    return;
-                }
-            };
-        let plan = match self.tools.plan_invoke(&params, now_ms()) {
-            Ok(p) => p,
-            Err(e) => {
-                let _ = call.reply.send(Err(e));
-                return;
-            }
-        };
-        let InvokeTarget::Local { owner } = plan.target else {
-            // Remote tools are reached node to node by request-response: not wired yet.
-            let _ = call.reply.send(Err(RpcError::peer_unavailable()
-                .with_message("tools of other nodes cannot be invoked yet")
-                .with_data(serde_json::json!({ "toolId": params.tool_id }))));
-            return;
-        };
-        let Some(conn) = owner
-            .strip_prefix("rpc-conn-")
-            .and_then(|c| c.parse::<u64>().ok())
-        else {
-            let _ = call.reply.send(Err(RpcError::peer_unavailable()));
-            return;
-        };
-        let links = self.links.clone();
-        let done = self.inputs.clone();
-        let peer_id = self.peer_id.clone();
-        tokio::spawn(async move {
-            let started = std::time::Instant::now();
-            let forwarded = serde_json::json!({
-                "toolId": params.tool_id,
-                "params": params.params,
-                "sessionId": params.session_id,
-            });
-            let outcome = links
-                .request(conn, "tool.invoke", forwarded, INVOKE_TIMEOUT)
-                .await;
-            let duration_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
-            let _ = done
-                .send(Input::Invoked {
-                    tool_id: params.tool_id.clone(),
-                    duration_ms,
-                    success: outcome.is_ok(),
-                })
-                .await;
-            let reply = outcome.and_then(|result| {
-                serde_json::to_value(InvokeResult {
-                    result,
-                    duration: duration_ms,
-                    peer_id,
-                })
-                .map_err(|e| RpcError::internal_error().with_message(e.to_string()))
-            });
-            let _ = call.reply.send(reply);
-        });
-    }
-
     async fn call(
         &mut self,
         principal: &Principal,
@@ -333,19 +443,7 @@ impl Service {
         method: &str,
         params: Option<&Value>,
     ) -> Result<Value, RpcError> {
-        if let Principal::Session(own) = principal {
-            let allowed = SESSIONLESS.contains(&method)
-                || (["state.", "guard.", "recursive."]
-                    .iter()
-                    .any(|p| method.starts_with(p))
-                    && method != "state.createSession"
-                    && session_id_param(params) == Some(own.as_str()));
-            if !allowed {
-                return Err(RpcError::invalid_request()
-                    .with_message("session token does not grant this call")
-                    .with_data(serde_json::json!({ "sessionId": own, "method": method })));
-            }
-        }
+        authorize(principal, method, params)?;
         let null = Value::Null;
         let params_v = params.unwrap_or(&null);
         let now = now_ms();
