@@ -76,15 +76,35 @@ async fn a_tool_on_node_c_is_discovered_from_node_a_and_invoked() {
     let mut provider = rpc_connect(&c.rpc).await;
     let tool = register_search_tool(&mut provider).await;
 
+    // Spec Example 1 across nodes: a session on A, discovery, invocation with the session.
     let mut client = rpc_connect(&a.rpc).await;
+    let r = rpc_call(
+        &mut client,
+        1,
+        "state.createSession",
+        json!({"agentName": "research-agent", "agentType": "autonomous", "model": "gemma-3-12b"}),
+    )
+    .await;
+    let session = r["result"]["sessionId"].as_str().unwrap().to_owned();
     let found = discover_until_found(&mut client, &tool).await;
     assert_eq!(found["peerId"], c.peer_id.as_str());
     assert_eq!(found["name"], "web-search");
     assert_eq!(found["capabilities"], json!(["search", "web"]));
+    assert_eq!(found["reputation"], 0.5, "no evidence yet: the prior");
+    // A fresh tool does not pass Example 1's `minReputation: 0.8` (after the DHT and the
+    // gossip ask come back empty-handed).
+    let r = rpc_call(
+        &mut client,
+        2,
+        "tool.discover",
+        json!({"query": "web search", "minReputation": 0.8}),
+    )
+    .await;
+    assert_eq!(r["result"]["tools"], json!([]), "{r}");
 
     // Invoke from A: C hands it to the provider's WebSocket; the result comes back to A.
     let invoke = json!({"jsonrpc": "2.0", "id": 7, "method": "tool.invoke",
-        "params": {"toolId": tool, "params": {"q": "rust"}, "sessionId": "sess_x"}});
+        "params": {"toolId": tool, "params": {"q": "rust"}, "sessionId": session}});
     client
         .send(Message::Text(invoke.to_string().into()))
         .await
@@ -98,7 +118,7 @@ async fn a_tool_on_node_c_is_discovered_from_node_a_and_invoked() {
     assert_eq!(req["method"], "tool.invoke");
     assert_eq!(req["params"]["toolId"], tool.as_str());
     assert_eq!(req["params"]["params"], json!({"q": "rust"}));
-    assert_eq!(req["params"]["sessionId"], "sess_x");
+    assert_eq!(req["params"]["sessionId"], session.as_str());
     let answer = json!({"jsonrpc": "2.0", "id": req["id"], "result": {"links": ["https://www.rust-lang.org"]}});
     provider
         .send(Message::Text(answer.to_string().into()))
@@ -142,6 +162,14 @@ async fn a_tool_on_node_c_is_discovered_from_node_a_and_invoked() {
     let r = rpc_call(&mut client, 9, "tool.getAnalytics", json!({"toolId": tool})).await;
     assert_eq!(r["result"]["invocations"], 2, "{r}");
     assert_eq!(r["result"]["successRate"], 0.5);
+    let r = rpc_call(
+        &mut client,
+        10,
+        "state.endSession",
+        json!({"sessionId": session}),
+    )
+    .await;
+    assert_eq!(r["result"]["ended"], true, "{r}");
 
     // The provider leaves: C's next card no longer offers the tool, and A stops finding it.
     drop(provider);
@@ -182,8 +210,16 @@ async fn a_node_that_joins_later_finds_the_tool() {
     })
     .await;
     assert!(ok.is_some(), "D connects to A");
-    let found = discover_until_found(&mut client, &tool).await;
-    assert_eq!(found["peerId"], c.peer_id.as_str());
+    // The very first call finds it (through the DHT, or the gossip ask).
+    let r = rpc_call(
+        &mut client,
+        1,
+        "tool.discover",
+        json!({"query": "web search", "capabilities": ["search"]}),
+    )
+    .await;
+    assert_eq!(r["result"]["tools"][0]["id"], tool.as_str(), "{r}");
+    assert_eq!(r["result"]["tools"][0]["peerId"], c.peer_id.as_str());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
