@@ -18,16 +18,16 @@
 //! slept for, under one overall deadline: first warm-up messages (not measured) are published
 //! from random nodes until 5 consecutive ones reach all N − 1 other nodes within 1 s each; then
 //! the process CPU time is polled until the last second used less than 20 % of one core (the
-//! Agora nodes' Kademlia bootstrap keeps the CPU busy for tens of seconds after the gossip mesh
-//! works; `--quiet 0` skips this gate and measures that start-up period too). Then M messages
-//! (v2 envelopes, `d` ≈ 1 KB of JSON carrying a sequence number, signed once the first variant
-//! is ready; the same bytes from the same nodes for both variants) are published at R/s from a
-//! random node each. Latency is receive `Instant` − publish `Instant` (one in-process clock) per
-//! (message, receiving node); time-to-all is the largest latency of a message that reached all
-//! N − 1 others. The variants run one after the other; the first is shut down completely before
-//! the second starts. One process, tokio multi-thread runtime with 2 workers; process CPU time
-//! (user + system) comes from `/proc/self/stat`, reported as a share of the 2 workers over the
-//! measured phase.
+//! Agora nodes' Kademlia bootstrap keeps both cores busy for about 10 s after the gossip mesh
+//! works, longer on a loaded machine; `--quiet 0` skips this gate and measures that start-up
+//! period too). Then M messages (v2 envelopes, `d` ≈ 1 KB of JSON carrying a sequence number,
+//! signed once the first variant is ready; the same bytes from the same nodes for both variants)
+//! are published at R/s from a random node each. Latency is receive `Instant` − publish
+//! `Instant` (one in-process clock) per (message, receiving node); time-to-all is the largest
+//! latency of a message that reached all N − 1 others. The variants run one after the other;
+//! the first is shut down completely before the second starts. One process, tokio multi-thread
+//! runtime with 2 workers; process CPU time (user + system) comes from `/proc/self/stat`,
+//! reported as a share of the 2 workers over the measured phase.
 //!
 //! Run: `cargo bench -p agora-node --bench gossip` (N = 50, M = 300, R = 20).
 //! Options (after `--`, or as environment variables): `--nodes N` (`GOSSIP_BENCH_NODES`),
