@@ -121,6 +121,14 @@ pub const INVOKE: &str = "tool.invoke";
 pub const GET_ANALYTICS: &str = "tool.getAnalytics";
 /// `tool.listRegistered`.
 pub const LIST_REGISTERED: &str = "tool.listRegistered";
+/// The params of `tool.discover`, in spec order (for positional params).
+pub const DISCOVER_PARAMS: [&str; 5] = [
+    "query",
+    "capabilities",
+    "minReputation",
+    "maxLatency",
+    "geo",
+];
 /// Every `tool.*` method, in spec order.
 pub const METHODS: [&str; 5] = [DISCOVER, REGISTER, INVOKE, GET_ANALYTICS, LIST_REGISTERED];
 
@@ -614,18 +622,9 @@ impl ToolRegistry {
         ids: &mut (impl IdSource + ?Sized),
     ) -> Option<Result<Value, RpcError>> {
         let outcome = match method {
-            DISCOVER => parse_params(
-                params,
-                &[
-                    "query",
-                    "capabilities",
-                    "minReputation",
-                    "maxLatency",
-                    "geo",
-                ],
-            )
-            .and_then(|p| self.discover(&p, now_ms))
-            .and_then(|r| to_result(&r)),
+            DISCOVER => parse_params(params, &DISCOVER_PARAMS)
+                .and_then(|p| self.discover(&p, now_ms))
+                .and_then(|r| to_result(&r)),
             REGISTER => parse_params(params, &["name", "description", "schema", "capabilities"])
                 .and_then(|p| self.register(&p, owner, ids))
                 .and_then(|r| to_result(&r)),

@@ -478,14 +478,7 @@ impl<I: IdSource> Service<I> {
                 } else {
                     MessageAcceptance::Ignore
                 };
-                let _ = self
-                    .mesh
-                    .send(mesh::Command::Validated {
-                        id,
-                        propagation_source,
-                        acceptance,
-                    })
-                    .await;
+                mesh::report_validation(&self.mesh, id, propagation_source, acceptance).await;
             }
             mesh::Event::Direct {
                 peer,

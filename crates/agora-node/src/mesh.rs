@@ -492,6 +492,22 @@ pub async fn run(mesh: Mesh, mut commands: mpsc::Receiver<Command>, events: mpsc
     }
 }
 
+/// Tells the mesh task gossipsub's verdict on a message it holds for validation.
+pub async fn report_validation(
+    mesh: &mpsc::Sender<Command>,
+    id: MessageId,
+    propagation_source: PeerId,
+    acceptance: MessageAcceptance,
+) {
+    let _ = mesh
+        .send(Command::Validated {
+            id,
+            propagation_source,
+            acceptance,
+        })
+        .await;
+}
+
 /// Publishes on gossip; hands the message back when every peer's queue is full.
 fn publish(
     swarm: &mut Swarm<Behaviour>,

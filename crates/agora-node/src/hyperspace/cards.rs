@@ -207,14 +207,7 @@ impl Service {
             propagation_source,
         } = check;
         let acceptance = self.apply_gossip(&topic, &data).await;
-        let _ = self
-            .mesh
-            .send(mesh::Command::Validated {
-                id,
-                propagation_source,
-                acceptance,
-            })
-            .await;
+        mesh::report_validation(&self.mesh, id, propagation_source, acceptance).await;
     }
 
     async fn apply_gossip(&mut self, topic: &str, data: &[u8]) -> MessageAcceptance {

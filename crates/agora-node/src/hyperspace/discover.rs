@@ -15,12 +15,12 @@ use std::time::Duration;
 
 use agora_hyperspace::announce;
 use agora_hyperspace::jsonrpc::RpcError;
-use agora_hyperspace::tool::{DISCOVER, DiscoverParams};
+use agora_hyperspace::tool::{DISCOVER, DISCOVER_PARAMS, DiscoverParams, ToolsResult};
 use libp2p::PeerId;
 use serde_json::Value;
 use tokio::sync::{mpsc, oneshot};
 
-use super::{Input, Service, now_ms, owner_of, random_hex};
+use super::{Input, Service, now_ms, random_hex};
 use crate::mesh;
 use crate::rpc::Call;
 
@@ -96,6 +96,10 @@ async fn dht_lookup(
         .collect()
 }
 
+fn to_value(found: &ToolsResult) -> Result<Value, RpcError> {
+    serde_json::to_value(found).map_err(|e| RpcError::internal_error().with_message(e.to_string()))
+}
+
 impl Service {
     /// `tool.discover`: tier 1 here, tiers 2 and 3 off the service task.
     pub(super) async fn discover(&mut self, call: Call) {
@@ -104,46 +108,31 @@ impl Service {
             return;
         }
         let now = now_ms();
-        let params_v = call.request.params.clone().unwrap_or(Value::Null);
-        let mut no_ids = || random_hex(8);
-        let outcome = self
-            .tools
-            .call(DISCOVER, &params_v, now, &owner_of(call.conn), &mut no_ids);
-        let found = match outcome {
-            Some(Ok(v)) => v,
-            Some(Err(e)) => {
+        let params = match agora_hyperspace::state::parse_params::<DiscoverParams>(
+            call.request.params.as_ref().unwrap_or(&Value::Null),
+            &DISCOVER_PARAMS,
+        ) {
+            Ok(p) => p,
+            Err(e) => {
                 let _ = call.reply.send(Err(e));
                 return;
             }
-            None => {
-                let _ = call.reply.send(Err(RpcError::internal_error()));
+        };
+        let found = match self.tools.discover(&params, now) {
+            Ok(found) => found,
+            Err(e) => {
+                let _ = call.reply.send(Err(e));
                 return;
             }
         };
-        let empty = found
-            .get("tools")
-            .and_then(Value::as_array)
-            .is_none_or(Vec::is_empty);
-        let params = agora_hyperspace::state::parse_params::<DiscoverParams>(
-            &params_v,
-            &[
-                "query",
-                "capabilities",
-                "minReputation",
-                "maxLatency",
-                "geo",
-            ],
-        )
-        .ok();
-        let (false, Some(params)) = (!empty || self.discovering.len() >= MAX_WAITING, params)
-        else {
-            let _ = call.reply.send(Ok(found));
+        if !found.tools.is_empty() || self.discovering.len() >= MAX_WAITING {
+            let _ = call.reply.send(to_value(&found));
             return;
-        };
+        }
         let id = self.next_discover;
         self.next_discover += 1;
         let Ok(local) = self.peer_id.parse::<PeerId>() else {
-            let _ = call.reply.send(Ok(found));
+            let _ = call.reply.send(to_value(&found));
             return;
         };
         let mesh = self.mesh.clone();
@@ -230,10 +219,10 @@ impl Service {
         let Some(p) = self.discovering.remove(&id) else {
             return;
         };
-        let outcome = self.tools.discover(&p.params, now).and_then(|r| {
-            serde_json::to_value(r)
-                .map_err(|e| RpcError::internal_error().with_message(e.to_string()))
-        });
+        let outcome = self
+            .tools
+            .discover(&p.params, now)
+            .and_then(|r| to_value(&r));
         let _ = p.reply.send(outcome);
     }
 }
