@@ -2,11 +2,11 @@
 //! rust-libp2p gossipsub mesh of the same size, topology and gossipsub parameters, in one run.
 //!
 //! - **agora**: N meshes started with the public API exactly as the node does
-//!   (`mesh::start` + `tokio::spawn(mesh::run(..))`, heartbeat 500 ms), each with a validator task
-//!   that does what the Hyperspace service does with `hyperspace/…` gossip:
-//!   `agora_hyperspace::verify` (Ed25519 v2 envelope, freshness, replay window), then Accept /
-//!   Ignore (benign) / Reject sent back as `Command::Validated`; the delivery is recorded once the
-//!   envelope is verified.
+//!   (`mesh::start` + `tokio::spawn(mesh::run(..))`, heartbeat 500 ms, the default connection
+//!   manager limits) with the node's inline `GossipGate` on `hyperspace/…`: the v2 envelope
+//!   (Ed25519 over the topic, freshness, replay window) is verified in gossipsub's validation hook
+//!   inside the mesh task; a receiver task records the delivery from the accepted event (and, for
+//!   deferred topics, verifies and answers `Command::Validated` as the Hyperspace service does).
 //! - **bare**: N plain `libp2p::Swarm`s with only a gossipsub behaviour (TCP + Noise + Yamux,
 //!   nodelay), `MessageAuthenticity::Signed`, `ValidationMode::Strict`, no application
 //!   validation, and the mesh parameters of Agora's `build_swarm` (heartbeat 500 ms, mesh_n_low 1,
@@ -19,8 +19,9 @@
 //! from random nodes until 5 consecutive ones reach all N − 1 other nodes within 1 s each; then
 //! the process CPU time is polled until the last second used less than 20 % of one core (the
 //! Agora nodes' Kademlia bootstrap keeps both cores busy for about 10 s after the gossip mesh
-//! works, longer on a loaded machine; `--quiet 0` skips this gate and measures that start-up
-//! period too). Then M messages (v2 envelopes, `d` ≈ 1 KB of JSON carrying a sequence number,
+//! works, longer on a loaded machine), and, for Agora, until the connection manager has closed
+//! the connections Kademlia's bootstrap opened (the total connection count unchanged for the
+//! manager's grace period + 1 s); `--quiet 0` skips both gates and measures that start-up period too. Then M messages (v2 envelopes, `d` ≈ 1 KB of JSON carrying a sequence number,
 //! signed once the first variant is ready; the same bytes from the same nodes for both variants)
 //! are published at R/s from a random node each. Latency is receive `Instant` − publish
 //! `Instant` (one in-process clock) per (message, receiving node); time-to-all is the largest
@@ -263,6 +264,8 @@ trait Net {
     async fn connections(&self) -> Vec<usize>;
     /// Shuts every node down and waits until they are gone.
     async fn shutdown(self);
+    /// How long start-up connections nobody needs may stay open (zero: none are opened).
+    fn transient_idle(&self) -> Duration;
 }
 
 fn listen_addr() -> Multiaddr {
@@ -291,6 +294,20 @@ async fn validator(
         // Other events (and variants added later) need no answer.
         #[allow(clippy::single_match)]
         match event {
+            // Verified by the node's GossipGate inside the validation hook, as in the node.
+            Event::Gossip {
+                data,
+                needs_verdict: false,
+                ..
+            } => {
+                let seq = std::str::from_utf8(&data)
+                    .ok()
+                    .and_then(|t| agora_hyperspace::envelope::Envelope::parse(t).ok())
+                    .and_then(|env| seq_of(env.d_json.as_bytes()));
+                if let Some(seq) = seq {
+                    deliveries.record(seq, node);
+                }
+            }
             Event::Gossip {
                 topic,
                 data,
@@ -332,6 +349,11 @@ async fn start_agora(n: usize, topo: &[Vec<usize>], deliveries: &Recorder) -> Ag
             listen: vec![listen_addr()],
             bootstrap: boot.iter().map(|&j| addrs[j].clone()).collect(),
             heartbeat: Duration::from_millis(500),
+            limits: agora_node::connmgr::Limits::default(),
+            validators: vec![(
+                agora_node::hyperspace::TOPIC_PREFIX.to_owned(),
+                Arc::new(agora_node::hyperspace::GossipGate::new()),
+            )],
         };
         let m = mesh::start(&keypair(i), &cfg).expect("mesh start");
         let (commands, commands_rx) = mpsc::channel(CHANNEL);
@@ -364,6 +386,10 @@ async fn start_agora(n: usize, topo: &[Vec<usize>], deliveries: &Recorder) -> Ag
 }
 
 impl Net for AgoraNet {
+    fn transient_idle(&self) -> Duration {
+        agora_node::connmgr::Limits::default().grace
+    }
+
     async fn publish(&self, from: usize, data: Vec<u8>) {
         let _ = self.0[from]
             .commands
@@ -515,6 +541,11 @@ async fn start_bare(n: usize, topo: &[Vec<usize>], deliveries: &Recorder) -> Bar
 }
 
 impl Net for BareNet {
+    /// Bare nodes only hold the connections the harness dialled.
+    fn transient_idle(&self) -> Duration {
+        Duration::ZERO
+    }
+
     async fn publish(&self, from: usize, data: Vec<u8>) {
         let _ = self.0[from].commands.send(BareCommand::Publish(data)).await;
     }
@@ -646,6 +677,33 @@ async fn wait_quiet(pct: f64, deadline: tokio::time::Instant) -> bool {
     }
 }
 
+/// Waits until the connections Kademlia opened during start-up have been trimmed: the total
+/// connection count has not changed for `idle` + 1 s. Returns the average per node.
+async fn wait_settled(net: &impl Net, idle: Duration, deadline: tokio::time::Instant) -> bool {
+    if idle.is_zero() {
+        return true;
+    }
+    let stable_for = idle + Duration::from_secs(1);
+    let mut tick = tokio::time::interval(Duration::from_millis(500));
+    let mut last: Option<(usize, Instant)> = None;
+    loop {
+        tick.tick().await;
+        let total: usize = net.connections().await.iter().sum();
+        let now = Instant::now();
+        match last {
+            Some((n, since)) if n == total => {
+                if now.duration_since(since) >= stable_for {
+                    return true;
+                }
+            }
+            _ => last = Some((total, now)),
+        }
+        if tokio::time::Instant::now() >= deadline {
+            return false;
+        }
+    }
+}
+
 /// Keeps the first delivery of measured message `seq` at `node`.
 fn record(got: &mut [Vec<Option<Instant>>], count: &mut usize, (seq, node, at): Delivery) {
     if let Some(slot) = got.get_mut(seq as usize).map(|m| &mut m[node])
@@ -683,11 +741,12 @@ async fn run_on(
         );
     }
     if ready {
-        let quiet = wait_quiet(o.quiet, deadline).await;
+        let quiet = wait_quiet(o.quiet, deadline).await
+            && (o.quiet <= 0.0 || wait_settled(net, net.transient_idle(), deadline).await);
         report.quiet = quiet.then(|| t0.elapsed());
         if !quiet {
             println!(
-                "{variant}: NOT quiet (< {}% of a core) after {:.1} s; measuring anyway",
+                "{variant}: NOT quiet (< {}% of a core, connections settled) after {:.1} s; measuring anyway",
                 o.quiet,
                 t0.elapsed().as_secs_f64()
             );
@@ -859,7 +918,7 @@ async fn measure(
     );
     if let Some(q) = report.quiet.filter(|_| o.quiet > 0.0) {
         println!(
-            "{variant}: quiet (< {}% of a core over 1 s) after {:.2} s",
+            "{variant}: quiet (< {}% of a core over 1 s, connections settled) after {:.2} s",
             o.quiet,
             q.as_secs_f64()
         );

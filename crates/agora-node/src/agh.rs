@@ -464,6 +464,7 @@ impl<I: IdSource> Service<I> {
                 source,
                 id,
                 propagation_source,
+                needs_verdict,
             } => {
                 let origin = Origin::Mesh(source.unwrap_or(propagation_source));
                 let acceptance = if topic.starts_with(TOPIC_PREFIX) {
@@ -478,7 +479,9 @@ impl<I: IdSource> Service<I> {
                 } else {
                     MessageAcceptance::Ignore
                 };
-                mesh::report_validation(&self.mesh, id, propagation_source, acceptance).await;
+                if needs_verdict {
+                    mesh::report_validation(&self.mesh, id, propagation_source, acceptance).await;
+                }
             }
             mesh::Event::Direct {
                 peer,

@@ -23,6 +23,7 @@
 
 pub mod agh;
 pub mod config;
+pub mod connmgr;
 pub mod hyperspace;
 pub mod keys;
 pub mod mesh;
@@ -120,6 +121,11 @@ pub async fn run_until(
             listen: config.p2p_listen.clone(),
             bootstrap: config.bootstrap.clone(),
             heartbeat: Duration::from_millis(500),
+            limits: connmgr::Limits::default(),
+            validators: vec![(
+                hyperspace::TOPIC_PREFIX.to_owned(),
+                Arc::new(hyperspace::GossipGate::new()),
+            )],
         },
     )?;
     let (mesh_tx, mesh_rx) = mpsc::channel(4096);
@@ -375,6 +381,12 @@ pub async fn route_mesh_events(
     use agora_hyperspace::announce::CAPABILITIES_PREFIX;
     while let Some(event) = events.recv().await {
         let input = match event {
+            // Accepted by the GossipGate inline; nothing on those topics needs the service yet.
+            mesh::Event::Gossip {
+                ref topic,
+                needs_verdict: false,
+                ..
+            } if topic.starts_with(hyperspace::TOPIC_PREFIX) => continue,
             mesh::Event::Gossip {
                 topic,
                 data,
@@ -387,6 +399,7 @@ pub async fn route_mesh_events(
                     data,
                     id,
                     propagation_source,
+                    verified: true,
                 })
             }
             mesh::Event::Direct {

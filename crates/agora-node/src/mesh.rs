@@ -15,7 +15,10 @@
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::io;
+use std::sync::Arc;
 use std::time::Duration;
+
+use crate::connmgr::{ConnManager, Limits};
 
 use futures::{AsyncReadExt, AsyncWriteExt, StreamExt};
 use libp2p::gossipsub::{
@@ -52,6 +55,12 @@ pub const MAX_RECORD_BYTES: usize = 256 * 1024;
 const HS_REQUEST_TIMEOUT: Duration = Duration::from_secs(40);
 /// Lifetime of DHT records stored for others (refreshed by their publishers).
 const RECORD_TTL: Duration = Duration::from_secs(60 * 60);
+/// How soon a bootstrap peer that went away is dialled again while the node still has other
+/// connections (it is dialled at once, with a short backoff, when the node has none).
+const REJOIN_INTERVAL: Duration = Duration::from_secs(60);
+/// First and largest delay between dials of a bootstrap peer that does not answer.
+const INITIAL_BACKOFF: Duration = Duration::from_millis(250);
+const MAX_BACKOFF: Duration = Duration::from_secs(30);
 
 /// Which request-response protocol.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -177,6 +186,9 @@ pub enum Event {
         id: MessageId,
         /// The peer that forwarded it, for [`Command::Validated`].
         propagation_source: PeerId,
+        /// The receiver must report a verdict ([`Command::Validated`]); false when an inline
+        /// validator already accepted it.
+        needs_verdict: bool,
     },
     /// A directed request from `peer`; answer with [`Command::Respond`].
     Direct {
@@ -218,6 +230,26 @@ struct Behaviour {
     hs: request_response::Behaviour<BytesCodec>,
 }
 
+/// What an inline validator decided about a gossip message.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Verdict {
+    /// Valid: gossipsub forwards it at once; the owning service still receives it.
+    Accept,
+    /// Drop it without penalising the sender (stale, replayed).
+    Ignore,
+    /// Drop it and penalise the sender (forged, malformed).
+    Reject,
+    /// Valid so far, but the owning service decides (it reports [`Command::Validated`]).
+    Defer,
+}
+
+/// Checks gossip synchronously in the mesh task, inside gossipsub's validation hook: no hop to
+/// another task before a message can be forwarded. Must be cheap and must not block.
+pub trait GossipValidator: Send + Sync + std::fmt::Debug {
+    /// The verdict on `data` received on `topic`.
+    fn validate(&self, topic: &str, data: &[u8]) -> Verdict;
+}
+
 /// Settings of the mesh.
 #[derive(Clone, Debug)]
 pub struct MeshConfig {
@@ -227,6 +259,11 @@ pub struct MeshConfig {
     pub bootstrap: Vec<Multiaddr>,
     /// Gossipsub heartbeat.
     pub heartbeat: Duration,
+    /// How many connections to keep (see [`crate::connmgr`]).
+    pub limits: Limits,
+    /// Inline validators by topic prefix (the first match applies); gossip on other topics is
+    /// validated by the service that receives it.
+    pub validators: Vec<(String, Arc<dyn GossipValidator>)>,
 }
 
 /// The mesh could not start.
@@ -354,23 +391,16 @@ pub fn start(keypair: &identity::Keypair, cfg: &MeshConfig) -> Result<Mesh, Mesh
                 reason: e.to_string(),
             })?;
     }
-    let bootstrap = cfg
-        .bootstrap
-        .iter()
-        .map(|addr| Bootstrap {
-            addr: addr.clone(),
-            peer: addr.iter().find_map(|p| match p {
-                Protocol::P2p(id) => Some(id),
-                _ => None,
-            }),
-            connected: false,
-            next_attempt: Instant::now(),
-            backoff: Duration::from_millis(250),
-        })
-        .collect();
-    Ok(Mesh { swarm, bootstrap })
+    let bootstrap = Join::new(&cfg.bootstrap);
+    Ok(Mesh {
+        swarm,
+        bootstrap,
+        limits: cfg.limits,
+        validators: cfg.validators.clone(),
+    })
 }
 
+/// One configured bootstrap address.
 struct Bootstrap {
     addr: Multiaddr,
     peer: Option<PeerId>,
@@ -379,10 +409,109 @@ struct Bootstrap {
     backoff: Duration,
 }
 
+/// Joining the mesh and staying in it: the configured bootstrap peers are dialled until they
+/// answer; Kademlia's bootstrap runs when the first of them connects and again whenever the
+/// node lost every connection. A bootstrap peer that went away (its connection idled out, or it
+/// restarted) is dialled again after [`REJOIN_INTERVAL`], or at once when the node is alone.
+struct Join {
+    peers: Vec<Bootstrap>,
+    /// No Kademlia bootstrap since the node started or was last left without connections.
+    needs_kad_bootstrap: bool,
+}
+
+impl Join {
+    fn new(addrs: &[Multiaddr]) -> Self {
+        let now = Instant::now();
+        Self {
+            peers: addrs
+                .iter()
+                .map(|addr| Bootstrap {
+                    addr: addr.clone(),
+                    peer: addr.iter().find_map(|p| match p {
+                        Protocol::P2p(id) => Some(id),
+                        _ => None,
+                    }),
+                    connected: false,
+                    next_attempt: now,
+                    backoff: INITIAL_BACKOFF,
+                })
+                .collect(),
+            needs_kad_bootstrap: true,
+        }
+    }
+
+    /// Dials the bootstrap peers that are due.
+    fn redial(&mut self, swarm: &mut Swarm<Behaviour>) {
+        let now = Instant::now();
+        for b in self
+            .peers
+            .iter_mut()
+            .filter(|b| !b.connected && b.next_attempt <= now)
+        {
+            if let Err(e) = swarm.dial(b.addr.clone()) {
+                tracing::debug!(addr = %b.addr, error = %e, "bootstrap dial failed");
+            }
+            b.next_attempt = now + b.backoff;
+            b.backoff = (b.backoff * 2).min(MAX_BACKOFF);
+        }
+    }
+
+    /// The bootstrap peers connected now.
+    fn connected_peers(&self) -> impl Iterator<Item = PeerId> + '_ {
+        self.peers
+            .iter()
+            .filter(|b| b.connected)
+            .filter_map(|b| b.peer)
+    }
+
+    fn on_connected(
+        &mut self,
+        swarm: &mut Swarm<Behaviour>,
+        peer_id: PeerId,
+        endpoint: &libp2p::core::ConnectedPoint,
+    ) {
+        let mut bootstrap_peer = false;
+        for b in &mut self.peers {
+            let same_addr = endpoint.is_dialer() && *endpoint.get_remote_address() == b.addr;
+            if b.peer == Some(peer_id) || same_addr {
+                b.connected = true;
+                b.peer = Some(peer_id);
+                b.backoff = INITIAL_BACKOFF;
+                bootstrap_peer = true;
+            }
+        }
+        if bootstrap_peer
+            && self.needs_kad_bootstrap
+            && let Ok(id) = swarm.behaviour_mut().kad.bootstrap()
+        {
+            tracing::debug!(?id, "kademlia bootstrap started");
+            self.needs_kad_bootstrap = false;
+        }
+    }
+
+    /// The last connection to `peer_id` closed; `alone` when the node has no connection left.
+    fn on_disconnected(&mut self, peer_id: PeerId, alone: bool) {
+        let now = Instant::now();
+        if alone {
+            self.needs_kad_bootstrap = true;
+        }
+        for b in &mut self.peers {
+            if b.peer == Some(peer_id) {
+                b.connected = false;
+                b.next_attempt = now + if alone { b.backoff } else { REJOIN_INTERVAL };
+            } else if alone && !b.connected {
+                b.next_attempt = b.next_attempt.min(now + b.backoff);
+            }
+        }
+    }
+}
+
 /// A mesh that is listening but not yet running.
 pub struct Mesh {
     swarm: Swarm<Behaviour>,
-    bootstrap: Vec<Bootstrap>,
+    bootstrap: Join,
+    limits: Limits,
+    validators: Vec<(String, Arc<dyn GossipValidator>)>,
 }
 
 impl std::fmt::Debug for Mesh {
@@ -418,7 +547,10 @@ enum KadWait {
     Records(ValuesReply, Vec<Vec<u8>>),
 }
 
+/// What the mesh task keeps between events.
 struct Pending {
+    /// Which connections are in use, and which to close.
+    conns: ConnManager,
     replies: HashMap<(Proto, OutboundRequestId), Outgoing>,
     lookups: HashMap<kad::QueryId, Vec<Outgoing>>,
     kad: HashMap<kad::QueryId, KadWait>,
@@ -438,9 +570,12 @@ pub async fn run(mesh: Mesh, mut commands: mpsc::Receiver<Command>, events: mpsc
     let Mesh {
         mut swarm,
         mut bootstrap,
+        limits,
+        validators,
     } = mesh;
     let mut queue: VecDeque<Event> = VecDeque::new();
     let mut pending = Pending {
+        conns: ConnManager::new(limits),
         replies: HashMap::new(),
         lookups: HashMap::new(),
         kad: HashMap::new(),
@@ -448,6 +583,8 @@ pub async fn run(mesh: Mesh, mut commands: mpsc::Receiver<Command>, events: mpsc
     let mut listen: Vec<Multiaddr> = Vec::new();
     let mut redial = tokio::time::interval(Duration::from_millis(250));
     redial.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut trim = tokio::time::interval(Duration::from_secs(1));
+    trim.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let local = *swarm.local_peer_id();
     let mut subscribed: HashSet<TopicHash> = HashSet::new();
     // Publications gossipsub could not queue yet (every peer's send queue was full). While any
@@ -470,7 +607,7 @@ pub async fn run(mesh: Mesh, mut commands: mpsc::Receiver<Command>, events: mpsc
                 }
             }
             event = swarm.select_next_some() => {
-                handle_swarm_event(&mut swarm, event, &mut queue, &mut pending, &mut listen, &mut bootstrap, &mut subscribed, local);
+                handle_swarm_event(&mut swarm, event, &mut queue, &mut pending, &mut listen, &mut bootstrap, &mut subscribed, local, &validators);
             }
             permit = events.reserve(), if !queue.is_empty() => {
                 let Ok(permit) = permit else { break };
@@ -478,14 +615,14 @@ pub async fn run(mesh: Mesh, mut commands: mpsc::Receiver<Command>, events: mpsc
                     permit.send(ev);
                 }
             }
-            _ = redial.tick() => {
-                let now = Instant::now();
-                for b in bootstrap.iter_mut().filter(|b| !b.connected && b.next_attempt <= now) {
-                    if let Err(e) = swarm.dial(b.addr.clone()) {
-                        tracing::debug!(addr = %b.addr, error = %e, "bootstrap dial failed");
-                    }
-                    b.next_attempt = now + b.backoff;
-                    b.backoff = (b.backoff * 2).min(Duration::from_secs(30));
+            _ = redial.tick() => bootstrap.redial(&mut swarm),
+            _ = trim.tick() => {
+                let mut protected: HashSet<PeerId> =
+                    swarm.behaviour().gossipsub.all_mesh_peers().copied().collect();
+                protected.extend(bootstrap.connected_peers());
+                for peer in pending.conns.to_trim(std::time::Instant::now(), &protected) {
+                    tracing::debug!(%peer, "closing an unused connection");
+                    let _ = swarm.disconnect_peer_id(peer);
                 }
             }
         }
@@ -574,6 +711,7 @@ fn handle_command(
             reply,
         } => {
             let id = b.send_request(proto, &peer, data.clone());
+            pending.conns.begin(peer, std::time::Instant::now());
             pending.replies.insert(
                 (proto, id),
                 Outgoing {
@@ -654,9 +792,10 @@ fn handle_swarm_event(
     queue: &mut VecDeque<Event>,
     pending: &mut Pending,
     listen: &mut Vec<Multiaddr>,
-    bootstrap: &mut [Bootstrap],
+    bootstrap: &mut Join,
     subscribed: &mut HashSet<TopicHash>,
     local: PeerId,
+    validators: &[(String, Arc<dyn GossipValidator>)],
 ) {
     match event {
         SwarmEvent::NewListenAddr { address, .. } => {
@@ -670,17 +809,7 @@ fn handle_swarm_event(
             num_established,
             ..
         } => {
-            for b in bootstrap.iter_mut() {
-                let same_addr = endpoint.is_dialer() && *endpoint.get_remote_address() == b.addr;
-                if b.peer == Some(peer_id) || same_addr {
-                    b.connected = true;
-                    b.peer = Some(peer_id);
-                    b.backoff = Duration::from_millis(250);
-                    if let Ok(id) = swarm.behaviour_mut().kad.bootstrap() {
-                        tracing::debug!(?id, "kademlia bootstrap started");
-                    }
-                }
-            }
+            bootstrap.on_connected(swarm, peer_id, &endpoint);
             if endpoint.is_dialer() {
                 swarm
                     .behaviour_mut()
@@ -688,6 +817,7 @@ fn handle_swarm_event(
                     .add_address(&peer_id, endpoint.get_remote_address().clone());
             }
             if num_established.get() == 1 {
+                pending.conns.connected(peer_id, std::time::Instant::now());
                 queue.push_back(Event::Connected(peer_id));
             }
         }
@@ -696,10 +826,9 @@ fn handle_swarm_event(
             num_established: 0,
             ..
         } => {
-            for b in bootstrap.iter_mut().filter(|b| b.peer == Some(peer_id)) {
-                b.connected = false;
-                b.next_attempt = Instant::now() + b.backoff;
-            }
+            pending.conns.disconnected(&peer_id);
+            let alone = swarm.connected_peers().next().is_none();
+            bootstrap.on_disconnected(peer_id, alone);
         }
         SwarmEvent::OutgoingConnectionError { peer_id, error, .. } => {
             tracing::debug!(?peer_id, %error, "outgoing connection failed");
@@ -719,24 +848,42 @@ fn handle_swarm_event(
                 message_id,
                 message,
             } => {
-                if queue.len() >= EVENT_QUEUE {
+                let topic = message.topic.to_string();
+                // With the event queue full, drop it (benignly) rather than grow without bound.
+                let verdict = if queue.len() >= EVENT_QUEUE {
+                    Verdict::Ignore
+                } else {
+                    validators
+                        .iter()
+                        .find(|(prefix, _)| topic.starts_with(prefix.as_str()))
+                        .map_or(Verdict::Defer, |(_, v)| v.validate(&topic, &message.data))
+                };
+                let report = match verdict {
+                    Verdict::Accept => Some(MessageAcceptance::Accept),
+                    Verdict::Ignore => Some(MessageAcceptance::Ignore),
+                    Verdict::Reject => Some(MessageAcceptance::Reject),
+                    Verdict::Defer => None,
+                };
+                if let Some(acceptance) = report {
                     let _ = swarm
                         .behaviour_mut()
                         .gossipsub
                         .report_message_validation_result(
                             &message_id,
                             &propagation_source,
-                            MessageAcceptance::Ignore,
+                            acceptance,
                         );
-                    return;
                 }
-                queue.push_back(Event::Gossip {
-                    topic: message.topic.to_string(),
-                    data: message.data,
-                    source: message.source,
-                    id: message_id,
-                    propagation_source,
-                });
+                if matches!(verdict, Verdict::Accept | Verdict::Defer) {
+                    queue.push_back(Event::Gossip {
+                        topic,
+                        data: message.data,
+                        source: message.source,
+                        id: message_id,
+                        propagation_source,
+                        needs_verdict: verdict == Verdict::Defer,
+                    });
+                }
             }
             // Relay every AGH channel and every Hyperspace capabilities topic a neighbour uses,
             // so that nodes without local agents in a channel still carry its broadcasts between
@@ -844,6 +991,7 @@ fn handle_swarm_event(
                             .behaviour_mut()
                             .send_request(out.proto, &out.peer, out.data.clone());
                     out.retried = true;
+                    pending.conns.begin(out.peer, std::time::Instant::now());
                     pending.replies.insert((out.proto, rid), out);
                 }
             }
@@ -864,24 +1012,32 @@ fn direct_event(
         request_response::Event::Message { peer, message, .. } => match message {
             request_response::Message::Request {
                 request, channel, ..
-            } => queue.push_back(Event::Direct {
-                proto,
-                peer,
-                data: request,
-                channel,
-            }),
+            } => {
+                pending.conns.begin(peer, std::time::Instant::now());
+                queue.push_back(Event::Direct {
+                    proto,
+                    peer,
+                    data: request,
+                    channel,
+                });
+            }
             request_response::Message::Response {
                 request_id,
                 response,
             } => {
+                pending.conns.end(&peer, std::time::Instant::now());
                 if let Some(out) = pending.replies.remove(&(proto, request_id)) {
                     let _ = out.reply.send(Ok(response));
                 }
             }
         },
         request_response::Event::OutboundFailure {
-            request_id, error, ..
+            peer,
+            request_id,
+            error,
+            ..
         } => {
+            pending.conns.end(&peer, std::time::Instant::now());
             let Some(out) = pending.replies.remove(&(proto, request_id)) else {
                 return;
             };
@@ -894,7 +1050,10 @@ fn direct_event(
                 let _ = out.reply.send(Err(error.to_string()));
             }
         }
-        _ => {}
+        request_response::Event::ResponseSent { peer, .. }
+        | request_response::Event::InboundFailure { peer, .. } => {
+            pending.conns.end(&peer, std::time::Instant::now());
+        }
     }
 }
 

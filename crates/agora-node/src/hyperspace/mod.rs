@@ -27,6 +27,7 @@
 
 mod cards;
 mod discover;
+mod gate;
 mod invoke;
 
 use std::collections::{BTreeSet, HashMap};
@@ -75,7 +76,12 @@ pub struct GossipCheck {
     pub id: MessageId,
     /// The peer that forwarded it.
     pub propagation_source: PeerId,
+    /// The envelope was already verified inline ([`GossipGate`]); only the content is left to
+    /// judge.
+    pub verified: bool,
 }
+
+pub use gate::GossipGate;
 
 /// Inputs of the Hyperspace service.
 #[derive(Debug)]

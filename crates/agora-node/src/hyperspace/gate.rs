@@ -1,0 +1,93 @@
+//! The inline gossip check for `hyperspace/…` topics: the v2 envelope is verified once (signature
+//! over the topic, `from`/`pk`, freshness, replay window) inside gossipsub's validation hook, in
+//! the mesh task, before the message can be forwarded. Topics whose messages change the service's
+//! state (capabilities, discovery asks) are then deferred to the service, which decides from the
+//! content; every other Hyperspace topic is accepted here and relayed at once.
+
+use std::sync::Mutex;
+
+use agora_hyperspace::ReplayWindow;
+use agora_hyperspace::announce::{CAPABILITIES_PREFIX, DISCOVERY_TOPIC};
+
+use super::now_ms;
+use crate::mesh::{GossipValidator, Verdict};
+
+/// Verifies Hyperspace gossip in the mesh task.
+#[derive(Debug, Default)]
+pub struct GossipGate {
+    window: Mutex<ReplayWindow>,
+}
+
+impl GossipGate {
+    /// A gate with an empty replay window.
+    pub fn new() -> Self {
+        Self::default()
+    }
+}
+
+impl GossipValidator for GossipGate {
+    fn validate(&self, topic: &str, data: &[u8]) -> Verdict {
+        let Ok(text) = std::str::from_utf8(data) else {
+            return Verdict::Reject;
+        };
+        let checked = {
+            // A poisoned lock only means another check panicked; the window is still usable.
+            let mut window = self
+                .window
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            agora_hyperspace::verify(text, topic, now_ms(), &mut window).map(|_| ())
+        };
+        match checked {
+            Ok(()) if topic.starts_with(CAPABILITIES_PREFIX) || topic == DISCOVERY_TOPIC => {
+                Verdict::Defer
+            }
+            Ok(()) => Verdict::Accept,
+            Err(e) if e.is_benign() => Verdict::Ignore,
+            Err(e) => {
+                tracing::debug!(%topic, reason = e.reason(), "rejected Hyperspace gossip");
+                Verdict::Reject
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn envelope(topic: &str, ts: u64) -> String {
+        use std::sync::atomic::{AtomicU64, Ordering};
+        static NONCE: AtomicU64 = AtomicU64::new(0);
+        let key = ed25519_dalek::SigningKey::from_bytes(&[7; 32]);
+        let nonce = format!("{:032x}", NONCE.fetch_add(1, Ordering::Relaxed));
+        agora_hyperspace::envelope::sign(&key, topic, ts, &nonce, r#"{"x":1}"#).expect("sign")
+    }
+
+    #[test]
+    fn verifies_once_and_defers_stateful_topics() {
+        let gate = GossipGate::new();
+        let tasks = "hyperspace/tasks/x";
+        let env = envelope(tasks, now_ms());
+        assert_eq!(gate.validate(tasks, env.as_bytes()), Verdict::Accept);
+        // The same envelope again is a replay: ignored, not penalised.
+        assert_eq!(gate.validate(tasks, env.as_bytes()), Verdict::Ignore);
+        // Signed for another topic: forged.
+        assert_eq!(
+            gate.validate("hyperspace/tasks/y", envelope(tasks, now_ms()).as_bytes()),
+            Verdict::Reject
+        );
+        assert_eq!(
+            gate.validate(
+                DISCOVERY_TOPIC,
+                envelope(DISCOVERY_TOPIC, now_ms()).as_bytes()
+            ),
+            Verdict::Defer
+        );
+        assert_eq!(gate.validate(tasks, b"\xff"), Verdict::Reject);
+        assert_eq!(
+            gate.validate(tasks, envelope(tasks, now_ms() - 600_000).as_bytes()),
+            Verdict::Ignore
+        );
+    }
+}
