@@ -14,6 +14,7 @@
 use serde_json::Value;
 
 use crate::discover::{self, Outcome, Params, ResultItem};
+use crate::index::Filters;
 use crate::rank::Weights;
 
 /// Header marking a forwarded DISCOVER; its value names the forwarding name server.
@@ -24,25 +25,23 @@ pub fn should_forward(local_returned: usize, params: &Params, forwarded: bool) -
     !forwarded && local_returned < params.limit
 }
 
-fn admits(fields: &serde_json::Map<String, Value>, params: &Params) -> bool {
-    let num = |k: &str| fields.get(k).and_then(Value::as_f64);
+/// The caller's thresholds, applied to a peer's published entry exactly as to our own agents.
+fn admits(fields: &serde_json::Map<String, Value>, filters: &Filters) -> bool {
     let text = |k: &str| fields.get(k).and_then(Value::as_str).unwrap_or_default();
-    let Some(tier) = num("trust_tier") else {
-        return false;
-    };
-    tier < 3.0
-        && params.trust_tier_min.is_none_or(|t| tier <= f64::from(t))
-        && params
-            .behavioral_trust_min
-            .is_none_or(|b| num("behavioral_trust_score").is_some_and(|s| s >= b))
-        && params
-            .governance_zone
-            .as_ref()
-            .is_none_or(|z| text("governance_zone") == z)
-        && params
-            .org_domain
-            .as_ref()
-            .is_none_or(|d| text("org_domain").eq_ignore_ascii_case(d))
+    let tier = fields
+        .get("trust_tier")
+        .and_then(Value::as_u64)
+        .and_then(|t| u8::try_from(t).ok());
+    let behavioral = fields.get("behavioral_trust_score").and_then(Value::as_f64);
+    match (tier, behavioral) {
+        (Some(tier), Some(behavioral)) => filters.admits_published(
+            tier,
+            behavioral,
+            text("governance_zone"),
+            text("org_domain"),
+        ),
+        _ => false,
+    }
 }
 
 /// Reads a peer's verified `result` object into an outcome under the caller's parameters.
@@ -56,6 +55,7 @@ pub fn peer_outcome(result: &Value, params: &Params, weights: &Weights) -> Resul
         .get("total_matches")
         .and_then(Value::as_u64)
         .ok_or("the peer's result has no total_matches")?;
+    let filters = params.filters();
     let mut items = Vec::new();
     for r in results {
         let Some(obj) = r.as_object() else { continue };
@@ -64,7 +64,7 @@ pub fn peer_outcome(result: &Value, params: &Params, weights: &Weights) -> Resul
         if !params.scope_negotiate {
             fields.remove("required_scope");
         }
-        if !admits(&fields, params) {
+        if !admits(&fields, &filters) {
             continue;
         }
         if let Some(item) = ResultItem::rescore(fields, weights) {

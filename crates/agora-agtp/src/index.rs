@@ -82,24 +82,29 @@ pub struct Filters {
 }
 
 impl Filters {
-    fn admits(&self, m: &Manifest) -> bool {
-        m.trust_tier < 3
-            && self.trust_tier_min.is_none_or(|t| m.trust_tier <= t)
-            && self
-                .behavioral_trust_min
-                .is_none_or(|b| m.behavioral_trust_score >= b)
-            && self
-                .governance_zone
-                .as_ref()
-                .is_none_or(|z| m.governance_zone == *z)
+    /// The governance thresholds on an agent's published fields: Tier 3 never, tier, trust,
+    /// zone and organisation. Federation applies the same rule to a peer's results.
+    pub fn admits_published(&self, tier: u8, behavioral: f64, zone: &str, org: &str) -> bool {
+        tier < 3
+            && self.trust_tier_min.is_none_or(|t| tier <= t)
+            && self.behavioral_trust_min.is_none_or(|b| behavioral >= b)
+            && self.governance_zone.as_ref().is_none_or(|z| zone == z)
             && self
                 .org_domain
                 .as_ref()
-                .is_none_or(|d| m.org_domain.eq_ignore_ascii_case(d))
-            && self
-                .domains
-                .iter()
-                .all(|d| m.declares_domain(d).unwrap_or(true))
+                .is_none_or(|d| org.eq_ignore_ascii_case(d))
+    }
+
+    fn admits(&self, m: &Manifest) -> bool {
+        self.admits_published(
+            m.trust_tier,
+            m.behavioral_trust_score,
+            &m.governance_zone,
+            &m.org_domain,
+        ) && self
+            .domains
+            .iter()
+            .all(|d| m.declares_domain(d).unwrap_or(true))
             && self.exclude.as_ref().is_none_or(|x| m.canonical_id != *x)
     }
 }

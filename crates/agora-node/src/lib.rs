@@ -399,7 +399,6 @@ pub async fn route_mesh_events(
                     data,
                     id,
                     propagation_source,
-                    verified: true,
                 })
             }
             mesh::Event::Direct {

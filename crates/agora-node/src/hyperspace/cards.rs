@@ -198,36 +198,25 @@ impl Service {
         }
     }
 
-    /// Verifies a gossip message, tells gossipsub, and applies it.
+    /// Judges a verified gossip message, tells gossipsub, and applies it.
     pub(super) async fn gossip(&mut self, check: GossipCheck) {
         let GossipCheck {
             topic,
             data,
             id,
             propagation_source,
-            verified,
         } = check;
-        let acceptance = self.apply_gossip(&topic, &data, verified).await;
+        let acceptance = self.apply_gossip(&topic, &data).await;
         mesh::report_validation(&self.mesh, id, propagation_source, acceptance).await;
     }
 
-    async fn apply_gossip(
-        &mut self,
-        topic: &str,
-        data: &[u8],
-        verified: bool,
-    ) -> MessageAcceptance {
+    async fn apply_gossip(&mut self, topic: &str, data: &[u8]) -> MessageAcceptance {
         let Ok(text) = std::str::from_utf8(data) else {
             return MessageAcceptance::Reject;
         };
         let now = now_ms();
-        let checked = if verified {
-            // The mesh's GossipGate verified it (and entered it in its replay window).
-            Envelope::parse(text)
-        } else {
-            agora_hyperspace::verify(text, topic, now, &mut self.window)
-        };
-        let env = match checked {
+        // The mesh's GossipGate verified it (and entered it in its replay window).
+        let env = match Envelope::parse(text) {
             Ok(env) => env,
             Err(e) if e.is_benign() => return MessageAcceptance::Ignore,
             Err(e) => {

@@ -1,5 +1,5 @@
 //! The Hyperspace service: one task that owns the Hyperspace primitives' state, answers JSON-RPC
-//! calls from the rpc face, verifies Hyperspace gossip, and keeps this node's capability card
+//! calls from the rpc face, applies Hyperspace gossip, and keeps this node's capability card
 //! published.
 //!
 //! | module | owns |
@@ -8,11 +8,13 @@
 //! | [`cards`] | the node's own card (gossip heartbeats, DHT record, provider records), cards of others (gossip, DHT records held for the network, persistence) |
 //! | [`discover`] | `tool.discover` over the local registry, then the DHT, then a gossip ask |
 //! | [`invoke`] | `tool.invoke` of local and remote tools, and node-to-node requests |
+//! | [`gate`] | the inline check of every `hyperspace/…` gossip message, in the mesh task |
 //!
 //! Gossip (spec §2.1, §7.2; `docs/hyperspace-wire.md`): every message on a `hyperspace/…` topic
-//! is a v2 signed envelope, verified once, here, while gossipsub holds it for validation: invalid
-//! → `Reject` (the forwarding peer is penalised), stale or replayed → `Ignore`, valid → `Accept`
-//! (then forwarded) and applied (a card, a delta, a discovery ask).
+//! is a v2 signed envelope, verified once by the [`GossipGate`] inside gossipsub's validation
+//! hook: invalid → `Reject` (the forwarding peer is penalised), stale or replayed → `Ignore`,
+//! valid → `Accept` and forwarded at once, except on the capabilities and discovery topics, which
+//! come here to be judged on their content and applied (a card, a delta, a discovery ask).
 //!
 //! Calls (spec §4.1 state, §4.2 guard, §4.5 recursive) go to the sans-IO primitives of
 //! `agora_hyperspace`. Every call that changes a session writes that session's snapshot
@@ -34,7 +36,6 @@ use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use agora_hyperspace::ReplayWindow;
 use agora_hyperspace::announce::CardPublisher;
 use agora_hyperspace::guard::{Budget, Guard};
 use agora_hyperspace::jsonrpc::RpcError;
@@ -65,7 +66,9 @@ pub fn now_ms() -> u64 {
         .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
 }
 
-/// A gossip message to verify; the verdict goes to the mesh as [`mesh::Command::Validated`].
+/// A gossip message whose envelope the mesh's [`GossipGate`] verified and deferred to the service
+/// (capabilities, discovery asks); the service judges the content and sends the verdict to the
+/// mesh as [`mesh::Command::Validated`].
 #[derive(Debug)]
 pub struct GossipCheck {
     /// Topic string.
@@ -76,9 +79,6 @@ pub struct GossipCheck {
     pub id: MessageId,
     /// The peer that forwarded it.
     pub propagation_source: PeerId,
-    /// The envelope was already verified inline ([`GossipGate`]); only the content is left to
-    /// judge.
-    pub verified: bool,
 }
 
 pub use gate::GossipGate;
@@ -156,7 +156,6 @@ pub struct Snapshot {
 }
 
 struct Service {
-    window: ReplayWindow,
     sessions: Sessions,
     guard: Guard,
     recursive: Recursive,
@@ -293,7 +292,6 @@ pub async fn run(
         mut inputs,
     } = wiring;
     let mut svc = Service {
-        window: ReplayWindow::default(),
         sessions: Sessions::new(),
         guard: Guard::new(),
         recursive: Recursive::new(),
