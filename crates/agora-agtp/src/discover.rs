@@ -16,7 +16,7 @@ use serde_json::{Map, Value, json};
 use sha2::{Digest, Sha256};
 
 use crate::error::BadRequest;
-use crate::index::{Filters, Hit, Index, Search};
+use crate::index::{Filters, Hit, Index, Scratch, Search};
 use crate::rank::{self, Weights};
 
 /// Default `limit`.
@@ -455,14 +455,28 @@ pub struct Outcome {
 
 /// Runs the query on the index.
 pub fn evaluate(index: &Index, params: &Params, weights: &Weights) -> Outcome {
+    evaluate_with(index, params, weights, &mut Scratch::new())
+}
+
+/// Runs the query on the index with reusable working memory (keep one [`Scratch`] per
+/// searching thread): the same outcome as [`evaluate`], which allocates its own each time.
+pub fn evaluate_with(
+    index: &Index,
+    params: &Params,
+    weights: &Weights,
+    scratch: &mut Scratch,
+) -> Outcome {
     let terms = params.terms();
     let filters = params.filters();
-    let hits = index.search(&Search {
-        terms: &terms,
-        filters: &filters,
-        limit: params.limit,
-        weights: *weights,
-    });
+    let hits = index.search_with(
+        &Search {
+            terms: &terms,
+            filters: &filters,
+            limit: params.limit,
+            weights: *weights,
+        },
+        scratch,
+    );
     Outcome {
         total_matches: hits.total_matches,
         items: hits
