@@ -8,6 +8,7 @@
 //! - [`manifest`]: Agent Manifest Documents (draft field names, newer Identity Document names
 //!   accepted) and lifecycle states.
 //! - [`jcs`] and [`signature`]: RFC 8785 canonical JSON and the ES256 `ans_signature`.
+//! - [`governance`]: the governance-signed lifecycle requests that (de)register agents.
 //! - [`rank`]: the deterministic BM25 capability match and `rank_score`.
 //! - [`index`]: the in-memory ANS index.
 //! - [`discover`]: DISCOVER parameters, evaluation and the signed response.
@@ -20,6 +21,7 @@ pub mod codec;
 pub mod discover;
 pub mod error;
 pub mod federation;
+pub mod governance;
 pub mod index;
 pub mod jcs;
 pub mod manifest;

@@ -136,6 +136,30 @@ impl Transition {
     }
 }
 
+// Field names: the draft's first, then the newer Identity Document's.
+const ID: [&str; 2] = ["canonical_id", "agent_id"];
+const TRUST: [&str; 2] = ["behavioral_trust_score", "trust_score"];
+const STATE: [&str; 2] = ["lifecycle_state", "status"];
+const CAPABILITIES: [&str; 2] = ["capabilities", "skills"];
+const SCOPES: [&str; 2] = ["authority_scope_categories", "scopes_accepted"];
+const ENDPOINT: [&str; 2] = ["endpoint", "agtp_endpoint"];
+const LABEL: [&str; 2] = ["agent_label", "name"];
+const METHODS: [&str; 2] = ["supported_methods", "methods"];
+const DESCRIPTION: [&str; 2] = ["job_description", "description"];
+
+/// Every field that has two names (draft name first, newer name second).
+pub const FIELD_ALIASES: [[&str; 2]; 9] = [
+    ID,
+    TRUST,
+    STATE,
+    CAPABILITIES,
+    SCOPES,
+    ENDPOINT,
+    LABEL,
+    METHODS,
+    DESCRIPTION,
+];
+
 /// An indexed Agent Manifest Document.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Manifest {
@@ -227,8 +251,7 @@ impl Manifest {
         let Value::Object(obj) = &raw else {
             return Err("a manifest must be a JSON object".into());
         };
-        let canonical_id = text(obj, &["canonical_id", "agent_id"], 128)?
-            .ok_or("canonical_id (or agent_id) is required")?;
+        let canonical_id = text(obj, &ID, 128)?.ok_or("canonical_id (or agent_id) is required")?;
         if canonical_id.is_empty() || !canonical_id.chars().all(is_id_char) {
             return Err(
                 "canonical_id must be 1-128 characters of letters, digits and - _ . : / @".into(),
@@ -241,38 +264,36 @@ impl Manifest {
                 _ => return Err("trust_tier must be 1, 2 or 3".into()),
             },
         };
-        let behavioral_trust_score = match alias(obj, &["behavioral_trust_score", "trust_score"]) {
+        let behavioral_trust_score = match alias(obj, &TRUST) {
             None => return Err("behavioral_trust_score (or trust_score) is required".into()),
             Some(v) => match v.as_f64() {
                 Some(x) if (0.0..=1.0).contains(&x) => x,
                 _ => return Err("behavioral_trust_score must be a number in [0, 1]".into()),
             },
         };
-        let lifecycle_state = match text(obj, &["lifecycle_state", "status"], 32)? {
+        let lifecycle_state = match text(obj, &STATE, 32)? {
             None => Lifecycle::Active,
             Some(s) => s.parse()?,
         };
-        let mut capabilities = list(obj, &["capabilities", "skills"])?;
+        let mut capabilities = list(obj, &CAPABILITIES)?;
         if capabilities.is_empty() {
             capabilities = list(obj, &["tools"])?;
         }
-        let authority_scope_categories =
-            list(obj, &["authority_scope_categories", "scopes_accepted"])?;
+        let authority_scope_categories = list(obj, &SCOPES)?;
         let required_scope = match text(obj, &["required_scope"], 1024)? {
             Some(s) => Some(s),
             None if authority_scope_categories.is_empty() => None,
             None => Some(authority_scope_categories.join(" ")),
         };
-        let endpoint = text(obj, &["endpoint", "agtp_endpoint"], 512)?;
+        let endpoint = text(obj, &ENDPOINT, 512)?;
         let manifest_uri = text(obj, &["manifest_uri"], 1024)?.unwrap_or_default();
         Ok(Self {
-            agent_label: text(obj, &["agent_label", "name"], 256)?.unwrap_or_default(),
+            agent_label: text(obj, &LABEL, 256)?.unwrap_or_default(),
             org_domain: text(obj, &["org_domain"], 256)?.unwrap_or_default(),
             governance_zone: text(obj, &["governance_zone"], 256)?.unwrap_or_default(),
-            supported_methods: list(obj, &["supported_methods", "methods"])?,
+            supported_methods: list(obj, &METHODS)?,
             modalities: list(obj, &["modalities"])?,
-            job_description: text(obj, &["job_description", "description"], 8192)?
-                .unwrap_or_default(),
+            job_description: text(obj, &DESCRIPTION, 8192)?.unwrap_or_default(),
             canonical_id,
             manifest_uri,
             trust_tier,

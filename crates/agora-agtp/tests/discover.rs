@@ -331,3 +331,20 @@ proptest! {
         prop_assert_eq!(ja, jb);
     }
 }
+
+/// What federation forwards (`Params::to_value`) parses back to the same parameters.
+#[test]
+fn normalised_parameters_parse_back_to_themselves() {
+    for body in [
+        json!({"parameters": {"intent": "audit contracts"}}),
+        json!({"parameters": {"intent": "audit contracts", "limit": 5, "trust_tier_min": 2,
+            "behavioral_trust_min": 0.5, "governance_zone": "zone:a", "org_domain": "o.tld",
+            "capability_domains": ["methods", "audit"], "scope_negotiate": true, "explain": true,
+            "preferred_agent": "agt-1"}}),
+        json!({"parameters": {}}),
+    ] {
+        let p = Params::from_request(None, Some(&body)).unwrap();
+        let again = Params::from_request(None, Some(&json!({"parameters": p.to_value()}))).unwrap();
+        assert_eq!(again, p, "{body}");
+    }
+}
