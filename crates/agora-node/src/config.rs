@@ -30,8 +30,10 @@ pub struct Config {
     pub http_listen: SocketAddr,
     /// Hyperspace JSON-RPC face (not served yet).
     pub rpc_listen: SocketAddr,
-    /// AGTP face (not served yet).
+    /// AGTP face (the Agent Name Service).
     pub agtp_listen: SocketAddr,
+    /// `[agtp]` settings.
+    pub agtp: AgtpConfig,
     /// Nodes to join.
     pub bootstrap: Vec<Multiaddr>,
     /// AGH greet interval; remote presence lives twice as long.
@@ -58,6 +60,81 @@ pub struct AghConfig {
     pub nats: Option<NatsConfig>,
 }
 
+/// `[agtp]` settings: the Agent Name Service and its listener.
+#[derive(Clone, Debug, PartialEq)]
+pub struct AgtpConfig {
+    /// The name server's name in `federation_path` and its own manifest (default: its key id).
+    pub name: Option<String>,
+    /// Serve TLS even on loopback (`tls = true`, `--agtp-tls`).
+    pub tls: bool,
+    /// Serve plain AGTP beyond loopback (`insecure = true`, `--insecure`).
+    pub insecure: bool,
+    /// Certificate chain (PEM); generated into the data directory when absent.
+    pub cert: Option<PathBuf>,
+    /// Private key (PEM) of `cert`.
+    pub key: Option<PathBuf>,
+    /// Extra names (DNS names or IP literals) for the generated certificate.
+    pub tls_names: Vec<String>,
+    /// Status code for a missing `discovery:query` scope: 451 (default), 455 or 262.
+    pub scope_violation_code: u16,
+    /// `rank_score` weights: normalised trust tier, behavioural trust, capability match.
+    pub weights: [f64; 3],
+    /// DISCOVER requests per second per Agent-ID.
+    pub rate: f64,
+    /// Burst of DISCOVER requests per Agent-ID.
+    pub burst: f64,
+    /// Re-DESCRIBE interval of indexed agents.
+    pub refresh_interval: Duration,
+    /// Delay before retrying a failed re-DESCRIBE.
+    pub refresh_retry: Duration,
+    /// Deadline of a whole DESCRIBE during refresh.
+    pub refresh_timeout: Duration,
+    /// Public JWK files of the governance keys allowed to (de)register agents.
+    pub governance_keys: Vec<PathBuf>,
+    /// Federation peers.
+    pub peers: Vec<PeerConfig>,
+    /// How long a DISCOVER waits for federation peers.
+    pub federation_deadline: Duration,
+}
+
+impl Default for AgtpConfig {
+    fn default() -> Self {
+        Self {
+            name: None,
+            tls: false,
+            insecure: false,
+            cert: None,
+            key: None,
+            tls_names: Vec::new(),
+            scope_violation_code: 451,
+            weights: [0.3, 0.4, 0.3],
+            rate: 20.0,
+            burst: 40.0,
+            refresh_interval: Duration::from_secs(24 * 3600),
+            refresh_retry: Duration::from_secs(300),
+            refresh_timeout: Duration::from_secs(10),
+            governance_keys: Vec::new(),
+            peers: Vec::new(),
+            federation_deadline: Duration::from_millis(1500),
+        }
+    }
+}
+
+/// `[[agtp.peers]]`: a federated name server.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PeerConfig {
+    /// Its name in `federation_path`.
+    pub name: String,
+    /// `host:port` of its AGTP face.
+    pub endpoint: String,
+    /// Its pinned public key (a JWK file).
+    pub key: PathBuf,
+    /// Certificate (PEM) to trust for its TLS; the web PKI roots otherwise.
+    pub ca: Option<PathBuf>,
+    /// Force TLS (`Some(true)`) or plain (`Some(false)`); by default plain on loopback only.
+    pub tls: Option<bool>,
+}
+
 /// `[agh.nats]` settings.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct NatsConfig {
@@ -75,6 +152,7 @@ impl Default for Config {
             http_listen: lo(4411),
             rpc_listen: lo(3100),
             agtp_listen: lo(4480),
+            agtp: AgtpConfig::default(),
             bootstrap: Vec::new(),
             greet_interval: Duration::from_secs(agora_agh::presence::DEFAULT_GREET_INTERVAL as u64),
             agh: AghConfig {
@@ -138,6 +216,50 @@ struct File {
     greet_interval: Option<u64>,
     agh: Option<FileAgh>,
     rpc: Option<FileRpc>,
+    agtp: Option<FileAgtp>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FileAgtp {
+    name: Option<String>,
+    tls: Option<bool>,
+    insecure: Option<bool>,
+    cert: Option<PathBuf>,
+    key: Option<PathBuf>,
+    tls_names: Option<Vec<String>>,
+    scope_violation_code: Option<u16>,
+    weights: Option<FileWeights>,
+    rate: Option<f64>,
+    burst: Option<f64>,
+    /// Seconds.
+    refresh_interval: Option<u64>,
+    /// Seconds.
+    refresh_retry: Option<u64>,
+    /// Milliseconds.
+    refresh_timeout_ms: Option<u64>,
+    governance_keys: Option<Vec<PathBuf>>,
+    peers: Option<Vec<FilePeer>>,
+    /// Milliseconds.
+    federation_deadline_ms: Option<u64>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FileWeights {
+    trust_tier: f64,
+    behavioral_trust: f64,
+    capability_match: f64,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FilePeer {
+    name: String,
+    endpoint: String,
+    key: PathBuf,
+    ca: Option<PathBuf>,
+    tls: Option<bool>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -205,6 +327,10 @@ pub struct Overrides {
     pub rpc_conn_rate: Option<f64>,
     /// `AGORA_RPC_KEY_RATE`.
     pub rpc_key_rate: Option<f64>,
+    /// `--agtp-tls` / `AGORA_AGTP_TLS`: TLS even on loopback.
+    pub agtp_tls: Option<bool>,
+    /// `--insecure` / `AGORA_AGTP_INSECURE`: plain AGTP beyond loopback.
+    pub agtp_insecure: Option<bool>,
 }
 
 impl Config {
@@ -246,7 +372,12 @@ impl Config {
             rpc_api_key: file.rpc.as_ref().and_then(|r| r.api_key.clone()),
             rpc_conn_rate: file.rpc.as_ref().and_then(|r| r.conn_rate),
             rpc_key_rate: file.rpc.as_ref().and_then(|r| r.key_rate),
+            agtp_tls: file.agtp.as_ref().and_then(|a| a.tls),
+            agtp_insecure: file.agtp.as_ref().and_then(|a| a.insecure),
         })?;
+        if let Some(agtp) = file.agtp {
+            self.apply_agtp(agtp, path)?;
+        }
         if let Some(agh) = file.agh {
             if let Some(age) = agh.replay_age {
                 if age <= 0 {
@@ -306,6 +437,12 @@ impl Config {
             }
             self.rpc_api_key = Some(key.trim().to_owned());
         }
+        if let Some(t) = o.agtp_tls {
+            self.agtp.tls = t;
+        }
+        if let Some(i) = o.agtp_insecure {
+            self.agtp.insecure = i;
+        }
         for (value, slot, key) in [
             (o.rpc_conn_rate, &mut self.rpc_conn_rate, "rpc.conn_rate"),
             (o.rpc_key_rate, &mut self.rpc_key_rate, "rpc.key_rate"),
@@ -346,8 +483,112 @@ impl Config {
             rpc_api_key: get("AGORA_RPC_API_KEY"),
             rpc_conn_rate: get("AGORA_RPC_CONN_RATE").and_then(|v| v.trim().parse().ok()),
             rpc_key_rate: get("AGORA_RPC_KEY_RATE").and_then(|v| v.trim().parse().ok()),
+            agtp_tls: get("AGORA_AGTP_TLS").map(|v| truthy(&v)),
+            agtp_insecure: get("AGORA_AGTP_INSECURE").map(|v| truthy(&v)),
         }
     }
+
+    /// Applies `[agtp]`; relative paths are taken from the configuration file's directory.
+    fn apply_agtp(&mut self, f: FileAgtp, path: &Path) -> Result<(), ConfigError> {
+        let base = path.parent().unwrap_or_else(|| Path::new(""));
+        let rel = |p: PathBuf| if p.is_absolute() { p } else { base.join(p) };
+        let a = &mut self.agtp;
+        if let Some(name) = f.name {
+            if name.trim().is_empty() || name.len() > 256 {
+                return Err(invalid("agtp.name", "must be 1 to 256 characters"));
+            }
+            a.name = Some(name);
+        }
+        a.cert = f.cert.map(rel);
+        a.key = f.key.map(rel);
+        if a.cert.is_some() != a.key.is_some() {
+            return Err(invalid("agtp.cert", "agtp.cert and agtp.key go together"));
+        }
+        if let Some(names) = f.tls_names {
+            a.tls_names = names;
+        }
+        if let Some(code) = f.scope_violation_code {
+            if !matches!(code, 451 | 455 | 262) {
+                return Err(invalid(
+                    "agtp.scope_violation_code",
+                    "must be 451, 455 or 262",
+                ));
+            }
+            a.scope_violation_code = code;
+        }
+        if let Some(w) = f.weights {
+            let weights = [w.trust_tier, w.behavioral_trust, w.capability_match];
+            let sum: f64 = weights.iter().sum();
+            if weights.iter().any(|x| !x.is_finite() || *x < 0.0) || (sum - 1.0).abs() > 1e-9 {
+                return Err(invalid("agtp.weights", "must be non-negative and sum to 1"));
+            }
+            a.weights = weights;
+        }
+        for (value, slot, key) in [
+            (f.rate, &mut a.rate, "agtp.rate"),
+            (f.burst, &mut a.burst, "agtp.burst"),
+        ] {
+            if let Some(v) = value {
+                if !(v.is_finite() && v > 0.0) {
+                    return Err(invalid(key, "must be a positive number"));
+                }
+                *slot = v;
+            }
+        }
+        for (value, slot, key, unit) in [
+            (
+                f.refresh_interval,
+                &mut a.refresh_interval,
+                "agtp.refresh_interval",
+                1000,
+            ),
+            (
+                f.refresh_retry,
+                &mut a.refresh_retry,
+                "agtp.refresh_retry",
+                1000,
+            ),
+            (
+                f.refresh_timeout_ms,
+                &mut a.refresh_timeout,
+                "agtp.refresh_timeout_ms",
+                1,
+            ),
+            (
+                f.federation_deadline_ms,
+                &mut a.federation_deadline,
+                "agtp.federation_deadline_ms",
+                1,
+            ),
+        ] {
+            if let Some(v) = value {
+                if v == 0 {
+                    return Err(invalid(key, "must be positive"));
+                }
+                *slot = Duration::from_millis(v.saturating_mul(unit));
+            }
+        }
+        if let Some(keys) = f.governance_keys {
+            a.governance_keys = keys.into_iter().map(rel).collect();
+        }
+        if let Some(peers) = f.peers {
+            a.peers = peers
+                .into_iter()
+                .map(|p| PeerConfig {
+                    name: p.name,
+                    endpoint: p.endpoint,
+                    key: rel(p.key),
+                    ca: p.ca.map(rel),
+                    tls: p.tls,
+                })
+                .collect();
+        }
+        Ok(())
+    }
+}
+
+fn truthy(v: &str) -> bool {
+    matches!(v.trim(), "1" | "true" | "yes" | "on")
 }
 
 fn invalid(key: &str, message: &str) -> ConfigError {

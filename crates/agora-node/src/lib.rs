@@ -12,6 +12,7 @@
 //! | [`store`] | the redb database and its single writer thread |
 //! | [`mesh`] | the libp2p swarm task |
 //! | [`agh`] | the AGH service task (router, presence, lifecycle, delivery) |
+//! | [`agtp`] | the AGTP face: the Agent Name Service, its listener, TLS and client |
 //! | [`hyperspace`] | the Hyperspace service task (primitives, capability cards, discovery, invocation) |
 //! | [`nats`] | the NATS client carrying AGH |
 //! | [`rpc`] | the JSON-RPC 2.0 WebSocket face |
@@ -22,6 +23,7 @@
 //! to capabilities topics) to the Hyperspace service and everything else to the AGH service.
 
 pub mod agh;
+pub mod agtp;
 pub mod config;
 pub mod connmgr;
 pub mod hyperspace;
@@ -67,6 +69,9 @@ pub enum NodeError {
     /// The JSON-RPC face would be reachable beyond loopback without an API key.
     #[error("rpc_listen {0} is not a loopback address: set rpc.api_key (or AGORA_RPC_API_KEY)")]
     RpcNeedsKey(std::net::SocketAddr),
+    /// The AGTP face could not be set up (keys, certificate, peers, index).
+    #[error("agtp: {0}")]
+    Agtp(String),
     /// A listener could not be bound or failed.
     #[error("{face} listener on {addr}: {source}")]
     Listen {
@@ -140,6 +145,14 @@ pub async fn run_until(
     let agh_listener = bind("agh", config.agh_listen).await?;
     let http_listener = bind("http", config.http_listen).await?;
     let rpc_listener = bind("rpc", config.rpc_listen).await?;
+    let agtp_listener = bind("agtp", config.agtp_listen).await?;
+    let agtp_face = {
+        let (c, s) = (config.clone(), store.clone());
+        tokio::task::spawn_blocking(move || agtp::prepare(&c, s))
+            .await
+            .map_err(|e| NodeError::Agtp(e.to_string()))?
+            .map_err(NodeError::Agtp)?
+    };
     let tokens = Arc::new(std::sync::Mutex::new(HashMap::new()));
     let (hs_tx, hs_rx) = mpsc::channel(4096);
     let restored = hyperspace::Restored {
@@ -233,11 +246,22 @@ pub async fn run_until(
     let agh_addr = local_addr("agh", &agh_listener, config.agh_listen)?;
     let http_addr = local_addr("http", &http_listener, config.http_listen)?;
     let rpc_addr = local_addr("rpc", &rpc_listener, config.rpc_listen)?;
+    let agtp_addr = local_addr("agtp", &agtp_listener, config.agtp_listen)?;
     let faces = vec![
         ("agh", format!("ws://{agh_addr}/agh/v0")),
         ("rpc", format!("ws://{rpc_addr}")),
         ("http", format!("http://{http_addr}")),
+        ("agtp", format!("agtp://{agtp_addr}")),
     ];
+    tracing::info!(
+        tls = agtp_face.tls.is_some(),
+        "agtp face on {agtp_addr} ({})",
+        if agtp_face.tls.is_some() {
+            "TLS 1.3"
+        } else {
+            "plain AGTP"
+        }
+    );
     for (face, addr) in &faces {
         announce(face, addr);
     }
@@ -285,6 +309,21 @@ pub async fn run_until(
     rpc_state.conn_rate = config.rpc_conn_rate;
     rpc_state.key_rate = config.rpc_key_rate;
     let rpc_server = serve(rpc_listener, rpc::face(rpc_state), "rpc", rpc_addr);
+    let refresh_task = tokio::spawn(Arc::clone(&agtp_face.ans).run_refresh());
+    let agtp_server = {
+        let mut stop = stop_tx.subscribe();
+        tokio::spawn(agtp::listener::serve(
+            agtp_listener,
+            agtp::listener::ListenerConfig {
+                tls: agtp_face.tls,
+                ..agtp::listener::ListenerConfig::default()
+            },
+            Arc::new(agtp::ans::AnsHandler(agtp_face.ans)),
+            async move {
+                let _ = stop.recv().await;
+            },
+        ))
+    };
     drop(state);
 
     shutdown.await;
@@ -295,6 +334,8 @@ pub async fn run_until(
     let _ = tokio::time::timeout(grace, agh_server).await;
     let _ = tokio::time::timeout(grace, http_server).await;
     let _ = tokio::time::timeout(grace, rpc_server).await;
+    let _ = tokio::time::timeout(grace, agtp_server).await;
+    refresh_task.abort();
     agh_task.abort();
     hs_task.abort();
     mesh_task.abort();

@@ -16,7 +16,7 @@ use tokio::sync::{mpsc, oneshot};
 /// File name of the database inside the data directory.
 pub const DB_FILE: &str = "agora.redb";
 /// Current schema version.
-pub const SCHEMA_VERSION: u64 = 4;
+pub const SCHEMA_VERSION: u64 = 5;
 
 const META: TableDefinition<'_, &str, u64> = TableDefinition::new("meta");
 /// Local capability catalogs: Peer ID → catalog JSON (`{"capabilities":[…]}`).
@@ -29,6 +29,11 @@ const HS_SESSIONS: TableDefinition<'_, &str, &str> = TableDefinition::new("hs_se
 const HS_TOOLS: TableDefinition<'_, &str, &str> = TableDefinition::new("hs_tools");
 /// Capability card records this node holds for the DHT: peer id → signed record (envelope text).
 const HS_RECORDS: TableDefinition<'_, &str, &str> = TableDefinition::new("hs_records");
+/// Agents registered with the Agent Name Service: canonical id → JSON
+/// `{manifest, state, registered_ms, updated_ms}`.
+const ANS_AGENTS: TableDefinition<'_, &str, &str> = TableDefinition::new("ans_agents");
+/// The ANS audit log: 20-digit zero-padded sequence number → JSON record.
+const ANS_AUDIT: TableDefinition<'_, &str, &str> = TableDefinition::new("ans_audit");
 
 /// The tables holding text rows.
 #[derive(Clone, Copy, Debug)]
@@ -38,15 +43,19 @@ enum Table {
     HsSessions,
     HsTools,
     HsRecords,
+    AnsAgents,
+    AnsAudit,
 }
 
 impl Table {
-    const ALL: [Self; 5] = [
+    const ALL: [Self; 7] = [
         Self::Catalogs,
         Self::Interactions,
         Self::HsSessions,
         Self::HsTools,
         Self::HsRecords,
+        Self::AnsAgents,
+        Self::AnsAudit,
     ];
 
     fn def(self) -> TableDefinition<'static, &'static str, &'static str> {
@@ -56,6 +65,8 @@ impl Table {
             Self::HsSessions => HS_SESSIONS,
             Self::HsTools => HS_TOOLS,
             Self::HsRecords => HS_RECORDS,
+            Self::AnsAgents => ANS_AGENTS,
+            Self::AnsAudit => ANS_AUDIT,
         }
     }
 }
@@ -106,8 +117,14 @@ fn interaction_key(channel: &str, interaction_id: &str) -> String {
     format!("{channel}\0{interaction_id}")
 }
 
+/// Key of an audit record: sorts in sequence order.
+fn audit_key(seq: u64) -> String {
+    format!("{seq:020}")
+}
+
+/// Writes committed together, in one transaction.
 struct Job {
-    write: Write,
+    writes: Vec<Write>,
     done: oneshot::Sender<Result<(), StoreError>>,
 }
 
@@ -153,9 +170,13 @@ impl Store {
     }
 
     async fn submit(&self, write: Write) -> Result<(), StoreError> {
+        self.submit_all(vec![write]).await
+    }
+
+    async fn submit_all(&self, writes: Vec<Write>) -> Result<(), StoreError> {
         let (done, ack) = oneshot::channel();
         self.writer
-            .send(Job { write, done })
+            .send(Job { writes, done })
             .await
             .map_err(|_| StoreError::Closed)?;
         ack.await.map_err(|_| StoreError::Closed)?
@@ -256,6 +277,58 @@ impl Store {
         self.read_all(HS_RECORDS)
     }
 
+    /// Stores (`Some`) or deletes (`None`) an ANS agent together with its audit record, in one
+    /// transaction; returns once both are durable.
+    pub async fn put_ans_agent(
+        &self,
+        canonical_id: &str,
+        entry: Option<&str>,
+        audit_seq: u64,
+        audit: &str,
+    ) -> Result<(), StoreError> {
+        let key = canonical_id.to_owned();
+        let agent = match entry {
+            Some(v) => Write::Put {
+                table: Table::AnsAgents,
+                key,
+                value: v.to_owned(),
+            },
+            None => Write::Delete {
+                table: Table::AnsAgents,
+                key,
+            },
+        };
+        let record = Write::Put {
+            table: Table::AnsAudit,
+            key: audit_key(audit_seq),
+            value: audit.to_owned(),
+        };
+        self.submit_all(vec![agent, record]).await
+    }
+
+    /// Stores an ANS agent without an audit record (a refresh that replaced its data).
+    pub async fn refresh_ans_agent(
+        &self,
+        canonical_id: &str,
+        entry: &str,
+    ) -> Result<(), StoreError> {
+        self.put(Table::AnsAgents, canonical_id, entry).await
+    }
+
+    /// Every registered ANS agent, by canonical id (a blocking read).
+    pub fn ans_agents(&self) -> Result<Vec<(String, String)>, StoreError> {
+        self.read_all(ANS_AGENTS)
+    }
+
+    /// The ANS audit log as `(sequence, json)`, oldest first (a blocking read).
+    pub fn ans_audit(&self) -> Result<Vec<(u64, String)>, StoreError> {
+        Ok(self
+            .read_all(ANS_AUDIT)?
+            .into_iter()
+            .filter_map(|(k, v)| Some((k.parse().ok()?, v)))
+            .collect())
+    }
+
     /// Every stored Hyperspace session snapshot, by session id (a blocking read).
     pub fn hs_sessions(&self) -> Result<Vec<(String, String)>, StoreError> {
         self.read_all(HS_SESSIONS)
@@ -323,7 +396,8 @@ fn migrate(db: &Database, path: &Path) -> Result<(), StoreError> {
             Some(v) if v == SCHEMA_VERSION => {}
             // Migrations, in order: 0 (a fresh file) → 1 creates the catalogs table, 1 → 2 the
             // interactions table, 2 → 3 the Hyperspace sessions table, 3 → 4 the Hyperspace
-            // tools and card records tables.
+            // tools and card records tables, 4 → 5 the ANS agents
+            // and audit tables.
             found => {
                 let from = found.unwrap_or(0);
                 if from < 1 {
@@ -338,6 +412,10 @@ fn migrate(db: &Database, path: &Path) -> Result<(), StoreError> {
                 if from < 4 {
                     txn.open_table(HS_TOOLS).map_err(|e| err(&e))?;
                     txn.open_table(HS_RECORDS).map_err(|e| err(&e))?;
+                }
+                if from < 5 {
+                    txn.open_table(ANS_AGENTS).map_err(|e| err(&e))?;
+                    txn.open_table(ANS_AUDIT).map_err(|e| err(&e))?;
                 }
                 meta.insert("schema_version", SCHEMA_VERSION)
                     .map_err(|e| err(&e))?;
@@ -381,8 +459,8 @@ fn apply(db: &Database, jobs: &[Job]) -> Result<(), String> {
             .map(|t| txn.open_table(t.def()))
             .collect::<Result<Vec<_>, _>>()
             .map_err(|e| e.to_string())?;
-        for job in jobs {
-            match &job.write {
+        for write in jobs.iter().flat_map(|j| &j.writes) {
+            match write {
                 Write::Put { table, key, value } => {
                     tables[*table as usize]
                         .insert(key.as_str(), value.as_str())
@@ -431,6 +509,39 @@ mod tests {
             store.catalogs().unwrap(),
             vec![("a.1".to_owned(), r#"{"capabilities":[]}"#.to_owned())]
         );
+    }
+
+    #[tokio::test]
+    async fn ans_agents_and_audit_are_written_together() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        store
+            .put_ans_agent(
+                "agt-1",
+                Some("{\"state\":\"Active\"}"),
+                1,
+                "{\"m\":\"ACTIVATE\"}",
+            )
+            .await
+            .unwrap();
+        store
+            .put_ans_agent("agt-2", Some("{}"), 2, "{\"m\":\"ACTIVATE\"}")
+            .await
+            .unwrap();
+        store
+            .put_ans_agent("agt-2", None, 10, "{\"m\":\"REMOVE\"}")
+            .await
+            .unwrap();
+        assert_eq!(
+            store.ans_agents().unwrap(),
+            vec![("agt-1".to_owned(), "{\"state\":\"Active\"}".to_owned())]
+        );
+        let audit = store.ans_audit().unwrap();
+        assert_eq!(
+            audit.iter().map(|(s, _)| *s).collect::<Vec<_>>(),
+            vec![1, 2, 10]
+        );
+        assert_eq!(audit[2].1, "{\"m\":\"REMOVE\"}");
     }
 
     #[tokio::test]

@@ -26,6 +26,12 @@ pub(crate) struct NodeArgs {
     /// AGTP face. Default: 127.0.0.1:4480.
     #[arg(long = "agtp-listen", value_name = "ADDR")]
     agtp_listen: Option<String>,
+    /// Serve the AGTP face over TLS even on a loopback address.
+    #[arg(long = "agtp-tls")]
+    agtp_tls: bool,
+    /// Serve the AGTP face as plain AGTP even beyond loopback (no TLS; for testing only).
+    #[arg(long)]
+    insecure: bool,
     /// HTTP API face. Default: 127.0.0.1:4411.
     #[arg(long = "http-listen", value_name = "ADDR")]
     http_listen: Option<String>,
@@ -51,6 +57,8 @@ pub(crate) fn run(args: NodeArgs) -> ExitCode {
         rpc_api_key: None,
         rpc_conn_rate: None,
         rpc_key_rate: None,
+        agtp_tls: args.agtp_tls.then_some(true),
+        agtp_insecure: args.insecure.then_some(true),
     };
     let config = Config::load(args.config.as_deref(), Overrides::default()).and_then(|mut c| {
         c.apply(Config::env_overrides(|k| std::env::var(k).ok()))?;

@@ -122,7 +122,7 @@ fn no_arguments_work_on_a_fresh_machine() {
         .unwrap();
     let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
     let mut faces = Vec::new();
-    while faces.len() < 4 {
+    while faces.len() < 5 {
         let line = lines.next().expect("a listening line").unwrap();
         let mut parts = line.splitn(4, ' ');
         assert_eq!(
@@ -140,12 +140,14 @@ fn no_arguments_work_on_a_fresh_machine() {
             "agh" => assert_eq!(addr, "ws://127.0.0.1:4410/agh/v0"),
             "http" => assert_eq!(addr, "http://127.0.0.1:4411"),
             "rpc" => assert_eq!(addr, "ws://127.0.0.1:3100"),
+            "agtp" => assert_eq!(addr, "agtp://127.0.0.1:4480"),
             other => panic!("unexpected face {other}"),
         }
         faces.push(face);
     }
     assert!(dir.path().join("agora-data/node.key").exists());
     assert!(dir.path().join("agora-data/agora.redb").exists());
+    assert!(dir.path().join("agora-data/ans-key.json").exists());
     let pid = child.id().to_string();
     assert!(
         Command::new("kill")

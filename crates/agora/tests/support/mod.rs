@@ -38,6 +38,8 @@ pub(crate) struct Node {
     pub(crate) agh: String,
     pub(crate) http: String,
     pub(crate) rpc: String,
+    /// `agtp://127.0.0.1:PORT`.
+    pub(crate) agtp: String,
     pub(crate) peer_id: String,
 }
 
@@ -89,6 +91,9 @@ pub(crate) fn spawn_node_env(
     if !extra.contains(&"--p2p-listen") {
         cmd.args(["--p2p-listen", "/ip4/127.0.0.1/tcp/0"]);
     }
+    if !extra.contains(&"--agtp-listen") {
+        cmd.args(["--agtp-listen", "127.0.0.1:0"]);
+    }
     for b in bootstrap {
         cmd.args(["--bootstrap", b]);
     }
@@ -104,8 +109,8 @@ pub(crate) fn spawn_node_env(
         }
     });
     let deadline = Instant::now() + Duration::from_secs(30);
-    let (mut p2p, mut agh, mut http, mut rpc) = (None, None, None, None);
-    while p2p.is_none() || agh.is_none() || http.is_none() || rpc.is_none() {
+    let (mut p2p, mut agh, mut http, mut rpc, mut agtp) = (None, None, None, None, None);
+    while p2p.is_none() || agh.is_none() || http.is_none() || rpc.is_none() || agtp.is_none() {
         let left = deadline.saturating_duration_since(Instant::now());
         let line = rx
             .recv_timeout(left)
@@ -119,6 +124,7 @@ pub(crate) fn spawn_node_env(
                 "agh" => agh = Some(addr.to_owned()),
                 "http" => http = Some(addr.to_owned()),
                 "rpc" => rpc = Some(addr.to_owned()),
+                "agtp" => agtp = Some(addr.to_owned()),
                 _ => {}
             }
         }
@@ -132,6 +138,7 @@ pub(crate) fn spawn_node_env(
         agh: agh.unwrap(),
         http: http.unwrap(),
         rpc: rpc.unwrap(),
+        agtp: agtp.unwrap(),
         peer_id,
     }
 }
