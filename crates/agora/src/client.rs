@@ -165,7 +165,7 @@ fn print_json(v: &Value) {
 }
 
 /// Prints rows as aligned columns.
-fn table(headers: &[&str], rows: &[Vec<String>]) {
+pub(crate) fn table(headers: &[&str], rows: &[Vec<String>]) {
     let mut widths: Vec<usize> = headers.iter().map(|h| h.len()).collect();
     for row in rows {
         for (w, cell) in widths.iter_mut().zip(row) {

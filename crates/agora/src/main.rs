@@ -1,13 +1,15 @@
 //! `agora`: the Agora command-line tool.
 //!
 //! `agora agh …` exposes the AGH Network v0 engine to scripts (a stable contract: flags, output
-//! lines and exit codes are relied upon).
+//! lines and exit codes are relied upon); `agora discover` and `agora ans …` talk to an AGTP
+//! Agent Name Service (`agtp`).
 
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
 mod agh;
+mod agtp;
 mod client;
 mod hyperspace;
 mod input;
@@ -68,6 +70,11 @@ enum Command {
     /// Manage local capability catalogs.
     #[command(subcommand)]
     Capability(client::CapabilityCommand),
+    /// Ask an Agent Name Service for agents (AGTP DISCOVER) and verify its signed answer.
+    Discover(agtp::DiscoverArgs),
+    /// Agent Name Service governance: keys, and signed ACTIVATE and lifecycle changes.
+    #[command(subcommand)]
+    Ans(agtp::AnsCommand),
 }
 
 fn main() -> ExitCode {
@@ -82,5 +89,7 @@ fn main() -> ExitCode {
         Command::Say { opts, args } => client::block_on(client::say(opts, args)),
         Command::Send { opts, args } => client::block_on(client::send(opts, args)),
         Command::Capability(command) => client::block_on(client::capability(command)),
+        Command::Discover(args) => client::block_on(agtp::discover(&args)),
+        Command::Ans(cmd) => agtp::ans(cmd),
     }
 }
