@@ -254,7 +254,19 @@ impl<'a> Envelope<'a> {
         now_ms: u64,
         max_age_ms: u64,
     ) -> Result<(), VerifyError> {
-        let expected = peer_id_of(&self.pk);
+        self.check_keyed(topic, now_ms, max_age_ms, &mut KeyCache::with_capacity(0))
+    }
+
+    /// As [`Self::check_window`], with the parsed key and its PeerId taken from (and added to)
+    /// `keys`: a sender's point decompression and PeerId encoding are done once, not per message.
+    pub fn check_keyed(
+        &self,
+        topic: &str,
+        now_ms: u64,
+        max_age_ms: u64,
+        keys: &mut KeyCache,
+    ) -> Result<(), VerifyError> {
+        let (key, expected) = keys.get(&self.pk)?;
         if expected != self.from {
             return Err(VerifyError::FromMismatch {
                 from: self.from.to_owned(),
@@ -277,7 +289,6 @@ impl<'a> Envelope<'a> {
                 now: now_ms,
             });
         }
-        let key = VerifyingKey::from_bytes(&self.pk).map_err(|_| VerifyError::BadSignature)?;
         let material = signing_material(self.ts, self.nonce, self.from, self.d_json);
         key.verify_strict(
             &signed_bytes(topic, &material),
@@ -285,6 +296,57 @@ impl<'a> Envelope<'a> {
         )
         .map_err(|_| VerifyError::BadSignature)
     }
+}
+
+/// Parsed sender keys with their PeerIds, at most `capacity` (emptied when full: senders are few
+/// and re-parsing is only a cost, never a change in the verdict).
+#[derive(Debug, Default)]
+pub struct KeyCache {
+    keys: std::collections::HashMap<[u8; 32], (VerifyingKey, String)>,
+    capacity: usize,
+}
+
+/// Default [`KeyCache`] capacity.
+pub const DEFAULT_KEY_CACHE: usize = 4096;
+
+impl KeyCache {
+    /// A cache of at most `capacity` keys (0: parse every time).
+    pub fn with_capacity(capacity: usize) -> Self {
+        Self {
+            keys: std::collections::HashMap::new(),
+            capacity,
+        }
+    }
+
+    /// The parsed key and PeerId of `pk`.
+    fn get(&mut self, pk: &[u8; 32]) -> Result<(VerifyingKey, String), VerifyError> {
+        if let Some((key, id)) = self.keys.get(pk) {
+            return Ok((*key, id.clone()));
+        }
+        let key = VerifyingKey::from_bytes(pk).map_err(|_| VerifyError::BadSignature)?;
+        let id = peer_id_of(pk);
+        if self.capacity > 0 {
+            if self.keys.len() >= self.capacity {
+                self.keys.clear();
+            }
+            self.keys.insert(*pk, (key, id.clone()));
+        }
+        Ok((key, id))
+    }
+}
+
+/// As [`verify`], with sender keys cached in `keys`.
+pub fn verify_keyed<'a>(
+    text: &'a str,
+    topic: &str,
+    now_ms: u64,
+    window: &mut ReplayWindow,
+    keys: &mut KeyCache,
+) -> Result<Envelope<'a>, VerifyError> {
+    let env = Envelope::parse(text)?;
+    env.check_keyed(topic, now_ms, MAX_SKEW_MS, keys)?;
+    window.insert(env.from, env.nonce, env.ts, now_ms)?;
+    Ok(env)
 }
 
 /// Parses and fully verifies `text` received on `topic` at `now_ms`, recording its nonce in
@@ -438,6 +500,29 @@ mod tests {
                 .reason(),
             "replayed"
         );
+    }
+
+    #[test]
+    fn cached_keys_give_the_same_verdicts() {
+        let mut keys = KeyCache::with_capacity(1);
+        let text = sign(&key(), TOPIC, TS, NONCE, r#"{"q":"rust"}"#).unwrap();
+        let other = SigningKey::from_bytes(&[7; 32]);
+        let foreign = sign(&other, TOPIC, TS, NONCE, "1").unwrap();
+        // A known key with another sender's PeerId, and a bad signature, after the key is cached.
+        let env = Envelope::parse(&text).unwrap();
+        let spoofed = text.replace(env.from, &peer_id_of(&other.verifying_key().to_bytes()));
+        for _ in 0..2 {
+            let mut w = ReplayWindow::default();
+            verify_keyed(&text, TOPIC, TS, &mut w, &mut keys).unwrap();
+            let mut w = ReplayWindow::default();
+            let e = verify_keyed(&spoofed, TOPIC, TS, &mut w, &mut keys).unwrap_err();
+            assert_eq!(e.reason(), "from_mismatch");
+            let e = verify_keyed(&text, "hyperspace/tasks/x", TS, &mut w, &mut keys).unwrap_err();
+            assert_eq!(e.reason(), "bad_signature");
+            // A second sender evicts the first (capacity 1) without changing any verdict.
+            verify_keyed(&foreign, TOPIC, TS, &mut ReplayWindow::default(), &mut keys).unwrap();
+        }
+        assert!(keys.keys.len() <= 1);
     }
 
     #[test]

@@ -16,6 +16,6 @@ pub mod state;
 pub mod tool;
 pub mod topic;
 
-pub use envelope::{Envelope, ReplayWindow, VerifyError, sign, verify};
+pub use envelope::{Envelope, KeyCache, ReplayWindow, VerifyError, sign, verify, verify_keyed};
 pub use peer_id::peer_id_of;
 pub use topic::Topic;

@@ -6,20 +6,31 @@
 
 use std::sync::Mutex;
 
-use agora_hyperspace::ReplayWindow;
 use agora_hyperspace::announce::{CAPABILITIES_PREFIX, DISCOVERY_TOPIC};
+use agora_hyperspace::{KeyCache, ReplayWindow};
 
 use super::now_ms;
 use crate::mesh::{GossipValidator, Verdict};
 
 /// Verifies Hyperspace gossip in the mesh task.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct GossipGate {
-    window: Mutex<ReplayWindow>,
+    state: Mutex<(ReplayWindow, KeyCache)>,
+}
+
+impl Default for GossipGate {
+    fn default() -> Self {
+        Self {
+            state: Mutex::new((
+                ReplayWindow::default(),
+                KeyCache::with_capacity(agora_hyperspace::envelope::DEFAULT_KEY_CACHE),
+            )),
+        }
+    }
 }
 
 impl GossipGate {
-    /// A gate with an empty replay window.
+    /// A gate with an empty replay window and key cache.
     pub fn new() -> Self {
         Self::default()
     }
@@ -32,11 +43,12 @@ impl GossipValidator for GossipGate {
         };
         let checked = {
             // A poisoned lock only means another check panicked; the window is still usable.
-            let mut window = self
-                .window
+            let mut state = self
+                .state
                 .lock()
                 .unwrap_or_else(std::sync::PoisonError::into_inner);
-            agora_hyperspace::verify(text, topic, now_ms(), &mut window).map(|_| ())
+            let (window, keys) = &mut *state;
+            agora_hyperspace::verify_keyed(text, topic, now_ms(), window, keys).map(|_| ())
         };
         match checked {
             Ok(()) if topic.starts_with(CAPABILITIES_PREFIX) || topic == DISCOVERY_TOPIC => {
