@@ -89,20 +89,48 @@ pub fn signing_key(keypair: &Keypair) -> Result<ed25519_dalek::SigningKey, KeyEr
 }
 
 /// Writes `bytes` to `path` atomically (temporary file + rename) with owner-only permissions.
-fn write_private(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    let tmp = path.with_extension("tmp");
-    let mut options = fs::OpenOptions::new();
-    options.write(true).create(true).truncate(true);
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::OpenOptionsExt;
-        options.mode(0o600);
+pub fn write_private(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    write_atomic(path, bytes, 0o600)
+}
+
+/// Writes `contents` to a temporary file beside `path` (created with `mode` on unix, whatever
+/// the umask), syncs it and renames it over `path`; the temporary file is removed on failure.
+pub fn write_atomic(path: &Path, contents: &[u8], mode: u32) -> std::io::Result<()> {
+    let file_name = path
+        .file_name()
+        .map_or_else(|| "agora".into(), |n| n.to_string_lossy().into_owned());
+    let tmp = path.with_file_name(format!(".{file_name}.tmp-{}", std::process::id()));
+    // A stale temporary file would keep its old mode: start afresh.
+    match fs::remove_file(&tmp) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => return Err(e),
     }
-    let mut f = options.open(&tmp)?;
-    f.write_all(bytes)?;
-    f.sync_all()?;
-    drop(f);
-    fs::rename(&tmp, path)
+    let result = (|| {
+        let mut options = fs::OpenOptions::new();
+        options.write(true).create_new(true);
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::OpenOptionsExt as _;
+            options.mode(mode);
+        }
+        let mut file = options.open(&tmp)?;
+        #[cfg(unix)]
+        {
+            // The umask may have removed bits the mode asked for (a certificate's 0644).
+            use std::os::unix::fs::PermissionsExt as _;
+            file.set_permissions(fs::Permissions::from_mode(mode))?;
+        }
+        #[cfg(not(unix))]
+        let _ = mode;
+        file.write_all(contents)?;
+        file.sync_all()?;
+        fs::rename(&tmp, path)
+    })();
+    if result.is_err() {
+        let _ = fs::remove_file(&tmp);
+    }
+    result
 }
 
 #[cfg(test)]

@@ -626,7 +626,7 @@ fn keygen(out: &Path, kid: Option<&str>, force: bool) -> Outcome {
     }
     let key = ans::generate_key(kid).map_err(failed)?;
     let jwk = key.verifying_key().to_jwk();
-    ans::write_private(out, &ans::private_jwk(&key).to_string())
+    agora_node::keys::write_private(out, ans::private_jwk(&key).to_string().as_bytes())
         .map_err(|e| usage(format!("{}: {e}", out.display())))?;
     std::fs::write(&public, format!("{jwk}\n"))
         .map_err(|e| usage(format!("{}: {e}", public.display())))?;

@@ -506,6 +506,12 @@ impl Ans {
         let current = self.read().get(id).cloned();
         let from = current.as_ref().map(|e| e.state);
         let to = cmd.transition.apply(from)?;
+        // A same-state call with no new manifest (or the same one) changes nothing.
+        let noop = from == Some(to)
+            && cmd
+                .manifest
+                .as_ref()
+                .is_none_or(|raw| current.as_ref().is_some_and(|e| &e.manifest.raw == raw));
         let entry = match (&cmd.manifest, current) {
             (Some(raw), current) => {
                 let manifest = Manifest::from_value(raw.clone())?;
@@ -533,11 +539,7 @@ impl Ans {
                 )));
             }
         };
-        let noop = from == Some(to)
-            && cmd
-                .manifest
-                .as_ref()
-                .is_none_or(|raw| self.read().get(id).is_some_and(|e| &e.manifest.raw == raw));
+
         let mut result = Map::new();
         result.insert("status".into(), json!(200));
         let mut r = Map::new();
@@ -826,7 +828,7 @@ pub fn load_or_create_key(data: &std::path::Path) -> Result<AnsSigningKey, Strin
         Ok(text) => signing_key_from_jwk(&text).map_err(|e| format!("{}: {e}", path.display())),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
             let key = generate_key(None)?;
-            write_private(&path, &private_jwk(&key).to_string())
+            crate::keys::write_private(&path, private_jwk(&key).to_string().as_bytes())
                 .map_err(|e| format!("{}: {e}", path.display()))?;
             Ok(key)
         }
@@ -909,25 +911,6 @@ pub fn verifying_key_from_file(path: &std::path::Path) -> Result<AnsVerifyingKey
     let v: Value =
         serde_json::from_str(&text).map_err(|e| format!("{}: not JSON: {e}", path.display()))?;
     AnsVerifyingKey::from_jwk(&v).map_err(|e| format!("{}: {e}", path.display()))
-}
-
-/// Writes a secret file: mode 0600, atomically.
-pub fn write_private(path: &std::path::Path, text: &str) -> std::io::Result<()> {
-    use std::io::Write as _;
-    let tmp = path.with_extension("tmp");
-    {
-        let mut opts = std::fs::OpenOptions::new();
-        opts.write(true).create(true).truncate(true);
-        #[cfg(unix)]
-        {
-            use std::os::unix::fs::OpenOptionsExt as _;
-            opts.mode(0o600);
-        }
-        let mut f = opts.open(&tmp)?;
-        f.write_all(text.as_bytes())?;
-        f.sync_all()?;
-    }
-    std::fs::rename(&tmp, path)
 }
 
 #[cfg(test)]

@@ -19,7 +19,6 @@
 
 use std::fmt;
 use std::fs;
-use std::io::Write as _;
 use std::net::IpAddr;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -300,48 +299,12 @@ fn warn_if_key_readable_by_others(path: &Path) {
 #[cfg(not(unix))]
 fn warn_if_key_readable_by_others(_path: &Path) {}
 
-/// Writes `contents` to a temporary file beside `path` (created with `mode` on unix), syncs it
-/// and renames it over `path`.
+/// [`crate::keys::write_atomic`], naming the file in the error.
 fn write_atomically(path: &Path, contents: &[u8], mode: u32) -> Result<(), TlsError> {
-    let err = |source| TlsError::Write {
+    crate::keys::write_atomic(path, contents, mode).map_err(|source| TlsError::Write {
         path: path.into(),
         source,
-    };
-    let file_name = path
-        .file_name()
-        .map_or_else(|| "agtp.pem".into(), |n| n.to_string_lossy().into_owned());
-    let tmp = path.with_file_name(format!(".{file_name}.tmp-{}", std::process::id()));
-    // A stale temporary file would keep its old mode: start afresh.
-    match fs::remove_file(&tmp) {
-        Ok(()) => {}
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-        Err(e) => return Err(err(e)),
-    }
-    let result = (|| {
-        let mut options = fs::OpenOptions::new();
-        options.write(true).create_new(true);
-        #[cfg(unix)]
-        {
-            use std::os::unix::fs::OpenOptionsExt as _;
-            options.mode(mode);
-        }
-        let mut file = options.open(&tmp)?;
-        #[cfg(unix)]
-        {
-            // The umask may have removed bits the mode asked for (the certificate's 0644).
-            use std::os::unix::fs::PermissionsExt as _;
-            file.set_permissions(fs::Permissions::from_mode(mode))?;
-        }
-        #[cfg(not(unix))]
-        let _ = mode;
-        file.write_all(contents)?;
-        file.sync_all()?;
-        fs::rename(&tmp, path)
-    })();
-    if result.is_err() {
-        let _ = fs::remove_file(&tmp);
-    }
-    result.map_err(err)
+    })
 }
 
 // ------------------------------------------------------------------------------------------------
