@@ -26,6 +26,7 @@ pub mod agh;
 pub mod agtp;
 pub mod config;
 pub mod connmgr;
+pub mod gated;
 pub mod hyperspace;
 pub mod keys;
 pub mod mesh;

@@ -19,6 +19,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::connmgr::{ConnManager, Limits};
+use crate::gated::Gated;
 
 use futures::{AsyncReadExt, AsyncWriteExt, StreamExt};
 use libp2p::gossipsub::{
@@ -219,15 +220,15 @@ pub enum Event {
 
 #[derive(NetworkBehaviour)]
 struct Behaviour {
-    identify: identify::Behaviour,
-    ping: ping::Behaviour,
-    kad: kad::Behaviour<MemoryStore>,
+    identify: Gated<identify::Behaviour>,
+    ping: Gated<ping::Behaviour>,
+    kad: Gated<kad::Behaviour<MemoryStore>>,
     gossipsub: gossipsub::Behaviour<
         IdentityTransform,
         MaxCountSubscriptionFilter<AllowAllSubscriptionFilter>,
     >,
-    direct: request_response::Behaviour<BytesCodec>,
-    hs: request_response::Behaviour<BytesCodec>,
+    direct: Gated<request_response::Behaviour<BytesCodec>>,
+    hs: Gated<request_response::Behaviour<BytesCodec>>,
 }
 
 /// What an inline validator decided about a gossip message.
@@ -363,15 +364,15 @@ fn build_swarm(
                 request_response::Config::default().with_request_timeout(HS_REQUEST_TIMEOUT),
             );
             Ok(Behaviour {
-                identify: identify::Behaviour::new(identify::Config::new(
+                identify: Gated::new(identify::Behaviour::new(identify::Config::new(
                     IDENTIFY_VERSION.to_owned(),
                     key.public(),
-                )),
-                ping: ping::Behaviour::default(),
-                kad,
+                ))),
+                ping: Gated::new(ping::Behaviour::default()),
+                kad: Gated::new(kad),
                 gossipsub,
-                direct,
-                hs,
+                direct: Gated::new(direct),
+                hs: Gated::new(hs),
             })
         })
         .map_err(|e| MeshError::Build(e.to_string()))?
