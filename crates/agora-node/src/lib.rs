@@ -423,7 +423,8 @@ pub async fn route_mesh_events(
     use agora_hyperspace::announce::CAPABILITIES_PREFIX;
     while let Some(event) = events.recv().await {
         let input = match event {
-            // Accepted by the GossipGate inline; nothing on those topics needs the service yet.
+            // Accepted inline and needing no verdict: nothing on those topics needs the service
+            // yet (the GossipGate relays them without queuing a copy at all).
             mesh::Event::Gossip {
                 ref topic,
                 needs_verdict: false,

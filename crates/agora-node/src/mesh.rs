@@ -236,6 +236,8 @@ struct Behaviour {
 pub enum Verdict {
     /// Valid: gossipsub forwards it at once; the owning service still receives it.
     Accept,
+    /// Valid: gossipsub forwards it at once, and no service needs a copy (none is queued).
+    Relay,
     /// Drop it without penalising the sender (stale, replayed).
     Ignore,
     /// Drop it and penalise the sender (forged, malformed).
@@ -849,7 +851,7 @@ fn handle_swarm_event(
                 message_id,
                 message,
             } => {
-                let topic = message.topic.to_string();
+                let topic = message.topic.as_str();
                 // With the event queue full, drop it (benignly) rather than grow without bound.
                 let verdict = if queue.len() >= EVENT_QUEUE {
                     Verdict::Ignore
@@ -857,10 +859,10 @@ fn handle_swarm_event(
                     validators
                         .iter()
                         .find(|(prefix, _)| topic.starts_with(prefix.as_str()))
-                        .map_or(Verdict::Defer, |(_, v)| v.validate(&topic, &message.data))
+                        .map_or(Verdict::Defer, |(_, v)| v.validate(topic, &message.data))
                 };
                 let report = match verdict {
-                    Verdict::Accept => Some(MessageAcceptance::Accept),
+                    Verdict::Accept | Verdict::Relay => Some(MessageAcceptance::Accept),
                     Verdict::Ignore => Some(MessageAcceptance::Ignore),
                     Verdict::Reject => Some(MessageAcceptance::Reject),
                     Verdict::Defer => None,
@@ -877,7 +879,7 @@ fn handle_swarm_event(
                 }
                 if matches!(verdict, Verdict::Accept | Verdict::Defer) {
                     queue.push_back(Event::Gossip {
-                        topic,
+                        topic: message.topic.into_string(),
                         data: message.data,
                         source: message.source,
                         id: message_id,

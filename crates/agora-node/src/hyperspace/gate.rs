@@ -2,7 +2,8 @@
 //! over the topic, `from`/`pk`, freshness, replay window) inside gossipsub's validation hook, in
 //! the mesh task, before the message can be forwarded. Topics whose messages change the service's
 //! state (capabilities, discovery asks) are then deferred to the service, which decides from the
-//! content; every other Hyperspace topic is accepted here and relayed at once.
+//! content; every other Hyperspace topic is accepted here and relayed at once, and since no
+//! service reads those, the mesh queues no copy of them ([`Verdict::Relay`]).
 
 use std::sync::Mutex;
 
@@ -54,7 +55,7 @@ impl GossipValidator for GossipGate {
             Ok(()) if topic.starts_with(CAPABILITIES_PREFIX) || topic == DISCOVERY_TOPIC => {
                 Verdict::Defer
             }
-            Ok(()) => Verdict::Accept,
+            Ok(()) => Verdict::Relay,
             Err(e) if e.is_benign() => Verdict::Ignore,
             Err(e) => {
                 tracing::debug!(%topic, reason = e.reason(), "rejected Hyperspace gossip");
@@ -81,7 +82,7 @@ mod tests {
         let gate = GossipGate::new();
         let tasks = "hyperspace/tasks/x";
         let env = envelope(tasks, now_ms());
-        assert_eq!(gate.validate(tasks, env.as_bytes()), Verdict::Accept);
+        assert_eq!(gate.validate(tasks, env.as_bytes()), Verdict::Relay);
         // The same envelope again is a replay: ignored, not penalised.
         assert_eq!(gate.validate(tasks, env.as_bytes()), Verdict::Ignore);
         // Signed for another topic: forged.
