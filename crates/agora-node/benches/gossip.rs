@@ -5,38 +5,48 @@
 //!   (`mesh::start` + `tokio::spawn(mesh::run(..))`, heartbeat 500 ms, the default connection
 //!   manager limits) with the node's inline `GossipGate` on `hyperspace/…`: the v2 envelope
 //!   (Ed25519 over the topic, freshness, replay window) is verified in gossipsub's validation hook
-//!   inside the mesh task; a receiver task records the delivery from the accepted event (and, for
-//!   deferred topics, verifies and answers `Command::Validated` as the Hyperspace service does).
+//!   inside the mesh task. On `hyperspace/tasks/…` the gate's `Relay` verdict is where the node's
+//!   handling of a message ends (forwarded, no copy queued for a service), so a delivery is
+//!   recorded there, by a wrapper around the gate. A task per node drains the mesh's events as
+//!   the node's router does (and would verify and answer deferred topics as the Hyperspace
+//!   service does).
 //! - **bare**: N plain `libp2p::Swarm`s with only a gossipsub behaviour (TCP + Noise + Yamux,
 //!   nodelay), `MessageAuthenticity::Signed`, `ValidationMode::Strict`, no application
 //!   validation, and the mesh parameters of Agora's `build_swarm` (heartbeat 500 ms, mesh_n_low 1,
 //!   mesh_n 4, mesh_n_high 8, mesh_outbound_min 1, max_transmit_size 1 MiB + 4 KiB); each swarm
-//!   is driven by its own task through a bounded command channel.
+//!   is driven by its own task through a bounded command channel. A delivery is recorded at
+//!   `gossipsub::Event::Message`.
+//!
+//! The run is K rounds. Each round starts a fresh network of each variant in turn (the order
+//! alternates between rounds, so a slow spell of a shared machine falls on both alike), measures
+//! it and shuts it down completely before the next starts: the variants never run at the same
+//! time. In a round, both variants publish the same number of messages from the same nodes with
+//! the same payloads.
 //!
 //! Both variants: listen on 127.0.0.1:0; node i > 0 dials up to 4 distinct random earlier nodes
 //! (fixed seed); every node subscribes to `hyperspace/tasks/bench`. Readiness is awaited, never
-//! slept for, under one overall deadline: first warm-up messages (not measured) are published
-//! from random nodes until 5 consecutive ones reach all N − 1 other nodes within 1 s each; then
-//! the process CPU time is polled until the last second used less than 20 % of one core (the
-//! Agora nodes' Kademlia bootstrap keeps both cores busy for about 10 s after the gossip mesh
-//! works, longer on a loaded machine), and, for Agora, until the connection manager has closed
-//! the connections Kademlia's bootstrap opened (the total connection count unchanged for the
-//! manager's grace period + 1 s); `--quiet 0` skips both gates and measures that start-up period too. Then M messages (v2 envelopes, `d` ≈ 1 KB of JSON carrying a sequence number,
-//! signed once the first variant is ready; the same bytes from the same nodes for both variants)
-//! are published at R/s from a random node each. Latency is receive `Instant` − publish
+//! slept for, under one deadline per network: first warm-up messages (not measured) are
+//! published from random nodes until 5 consecutive ones reach all N − 1 other nodes within 1 s
+//! each; then the process CPU time is polled until the last second used less than 20 % of one
+//! core (the Agora nodes' Kademlia bootstrap keeps both cores busy for about 20 s after the
+//! gossip mesh works), and, for Agora, until the connection manager has closed the connections
+//! Kademlia's bootstrap opened (the total connection count unchanged for the manager's grace
+//! period + 1 s); `--quiet 0` skips both gates and measures that start-up period too. Then the
+//! round's messages (v2 envelopes, `d` ≈ 1 KB of JSON carrying a sequence number, signed just
+//! before) are published at R/s from a random node each. Latency is receive `Instant` − publish
 //! `Instant` (one in-process clock) per (message, receiving node); time-to-all is the largest
-//! latency of a message that reached all N − 1 others. The variants run one after the other;
-//! the first is shut down completely before the second starts. One process, tokio multi-thread
-//! runtime with 2 workers; process CPU time (user + system) comes from `/proc/self/stat`,
-//! reported as a share of the 2 workers over the measured phase.
+//! latency of a message that reached all N − 1 others. One process, tokio multi-thread runtime
+//! with 2 workers; process CPU time (user + system) comes from `/proc/self/stat`, reported as a
+//! share of the 2 workers over the measured phases.
 //!
-//! Run: `cargo bench -p agora-node --bench gossip` (N = 50, M = 300, R = 20).
+//! Run: `cargo bench -p agora-node --bench gossip` (N = 50, M = 600 per variant, R = 20, K = 4).
 //! Options (after `--`, or as environment variables): `--nodes N` (`GOSSIP_BENCH_NODES`),
-//! `--messages M` (`GOSSIP_BENCH_MESSAGES`), `--rate R` (`GOSSIP_BENCH_RATE`), `--workers W`
+//! `--messages M` (`GOSSIP_BENCH_MESSAGES`, split over the rounds), `--rate R`
+//! (`GOSSIP_BENCH_RATE`), `--rounds K` (`GOSSIP_BENCH_ROUNDS`), `--workers W`
 //! (`GOSSIP_BENCH_WORKERS`), `--ready-timeout SECS` (`GOSSIP_BENCH_READY_TIMEOUT`, default
-//! 120), `--quiet PCT` (`GOSSIP_BENCH_QUIET`, default 20, 0 = off), `--timeline`
-//! (`GOSSIP_BENCH_TIMELINE=1`: latency and CPU per second of the measured phase) and
-//! `--only agora|bare` (`GOSSIP_BENCH_ONLY`). Keep M / R under 5 minutes: Agora ignores
+//! 120, per network), `--quiet PCT` (`GOSSIP_BENCH_QUIET`, default 20, 0 = off), `--timeline`
+//! (`GOSSIP_BENCH_TIMELINE=1`: latency and CPU per second of each measured phase) and
+//! `--only agora|bare` (`GOSSIP_BENCH_ONLY`). Keep M / (K · R) under 5 minutes: Agora ignores
 //! envelopes older than that.
 //!
 //! This is a measurement harness, not a test: it asserts nothing about the numbers (the project
@@ -49,7 +59,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use agora_node::mesh::{self, Command, Event, MeshConfig};
+use agora_node::mesh::{self, Command, Event, GossipValidator, MeshConfig, Verdict};
 use ed25519_dalek::SigningKey;
 use futures::StreamExt;
 use libp2p::gossipsub::{self, IdentTopic, MessageAcceptance};
@@ -68,6 +78,8 @@ const WARMUP_WAIT: Duration = Duration::from_secs(1);
 /// Default quiet threshold: readiness also waits until the process used less than this share
 /// of one core (percent) over the last second.
 const QUIET_DEFAULT: f64 = 20.0;
+/// Default number of interleaved measuring rounds.
+const ROUNDS_DEFAULT: usize = 4;
 /// Bootstrap peers per node (distinct, random, earlier nodes).
 const FANOUT: usize = 4;
 const SEED: u64 = 0x9e37_79b9_7f4a_7c15;
@@ -91,6 +103,7 @@ struct Opts {
     quiet: f64,
     timeline: bool,
     only: Option<String>,
+    rounds: usize,
 }
 
 fn opts() -> Opts {
@@ -102,6 +115,7 @@ fn opts() -> Opts {
     let mut ready = env("GOSSIP_BENCH_READY_TIMEOUT");
     let mut only = env("GOSSIP_BENCH_ONLY");
     let mut quiet = env("GOSSIP_BENCH_QUIET");
+    let mut rounds = env("GOSSIP_BENCH_ROUNDS");
     let mut timeline = env("GOSSIP_BENCH_TIMELINE").is_some_and(|v| v != "0");
     // `cargo bench` adds `--bench`; anything unknown is ignored.
     let mut args = std::env::args().skip(1);
@@ -114,6 +128,7 @@ fn opts() -> Opts {
             "--ready-timeout" => &mut ready,
             "--only" => &mut only,
             "--quiet" => &mut quiet,
+            "--rounds" => &mut rounds,
             "--timeline" => {
                 timeline = true;
                 continue;
@@ -126,7 +141,7 @@ fn opts() -> Opts {
     assert!(nodes >= 2, "at least 2 nodes");
     Opts {
         nodes,
-        messages: messages.map_or(300, |v| v.parse().expect("--messages M")),
+        messages: messages.map_or(600, |v| v.parse().expect("--messages M")),
         rate: rate.map_or(20.0, |v| v.parse().expect("--rate R")),
         workers: workers.map_or(2, |v| v.parse().expect("--workers W")),
         ready_timeout: Duration::from_secs(
@@ -135,6 +150,7 @@ fn opts() -> Opts {
         quiet: quiet.map_or(QUIET_DEFAULT, |v| v.parse().expect("--quiet PCT")),
         timeline,
         only,
+        rounds: rounds.map_or(ROUNDS_DEFAULT, |v| v.parse().expect("--rounds K")),
     }
 }
 
@@ -282,7 +298,30 @@ struct AgoraNode {
 
 struct AgoraNet(Vec<AgoraNode>);
 
-/// What the Hyperspace service does with gossip on `hyperspace/…`, then records the delivery.
+/// The node's `GossipGate`, recording every message it lets through. On `hyperspace/tasks/…`
+/// that is where the node's handling ends: it relays the message and queues no copy for any
+/// service (`Verdict::Relay`), as bare gossipsub's ends at `gossipsub::Event::Message`.
+#[derive(Debug)]
+struct Recording {
+    gate: agora_node::hyperspace::GossipGate,
+    node: usize,
+    deliveries: Recorder,
+}
+
+impl GossipValidator for Recording {
+    fn validate(&self, topic: &str, data: &[u8]) -> Verdict {
+        let verdict = self.gate.validate(topic, data);
+        if matches!(verdict, Verdict::Relay | Verdict::Accept)
+            && let Some(seq) = seq_of(data)
+        {
+            self.deliveries.record(seq, self.node);
+        }
+        verdict
+    }
+}
+
+/// What the node's services do with the mesh's events: deferred Hyperspace gossip is verified
+/// and answered with `Command::Validated` (and recorded); nothing else needs an answer.
 async fn validator(
     node: usize,
     mut events: mpsc::Receiver<Event>,
@@ -294,25 +333,12 @@ async fn validator(
         // Other events (and variants added later) need no answer.
         #[allow(clippy::single_match)]
         match event {
-            // Verified by the node's GossipGate inside the validation hook, as in the node.
-            Event::Gossip {
-                data,
-                needs_verdict: false,
-                ..
-            } => {
-                let seq = std::str::from_utf8(&data)
-                    .ok()
-                    .and_then(|t| agora_hyperspace::envelope::Envelope::parse(t).ok())
-                    .and_then(|env| seq_of(env.d_json.as_bytes()));
-                if let Some(seq) = seq {
-                    deliveries.record(seq, node);
-                }
-            }
             Event::Gossip {
                 topic,
                 data,
                 id,
                 propagation_source,
+                needs_verdict: true,
                 ..
             } => {
                 let (acceptance, seq) = match std::str::from_utf8(&data) {
@@ -352,7 +378,11 @@ async fn start_agora(n: usize, topo: &[Vec<usize>], deliveries: &Recorder) -> Ag
             limits: agora_node::connmgr::Limits::default(),
             validators: vec![(
                 agora_node::hyperspace::TOPIC_PREFIX.to_owned(),
-                Arc::new(agora_node::hyperspace::GossipGate::new()),
+                Arc::new(Recording {
+                    gate: agora_node::hyperspace::GossipGate::new(),
+                    node: i,
+                    deliveries: deliveries.clone(),
+                }),
             )],
         };
         let m = mesh::start(&keypair(i), &cfg).expect("mesh start");
@@ -578,8 +608,10 @@ impl Net for BareNet {
 #[derive(Debug, Default)]
 struct Report {
     variant: &'static str,
+    /// From the start of this variant's nodes.
     started: Duration,
     ready: Option<Duration>,
+    /// From the start of the run (the quiet gate covers both variants).
     quiet: Option<Duration>,
     warmups: usize,
     connections: (usize, f64, usize),
@@ -590,10 +622,12 @@ struct Report {
     /// Sorted; messages delivered to every other node only.
     time_to_all: Vec<Duration>,
     complete: usize,
+    /// Summed over this variant's slices.
     wall: Duration,
     cpu: Option<Duration>,
     overflow: usize,
-    timeline: Vec<String>,
+    /// Per round: (latency p50, latency p99, CPU per delivery).
+    rounds: Vec<(Duration, Duration, Option<Duration>)>,
 }
 
 fn percentile(sorted: &[Duration], p: f64) -> Duration {
@@ -678,7 +712,7 @@ async fn wait_quiet(pct: f64, deadline: tokio::time::Instant) -> bool {
 }
 
 /// Waits until the connections Kademlia opened during start-up have been trimmed: the total
-/// connection count has not changed for `idle` + 1 s. Returns the average per node.
+/// connection count has not changed for `idle` + 1 s.
 async fn wait_settled(net: &impl Net, idle: Duration, deadline: tokio::time::Instant) -> bool {
     if idle.is_zero() {
         return true;
@@ -704,81 +738,79 @@ async fn wait_settled(net: &impl Net, idle: Duration, deadline: tokio::time::Ins
     }
 }
 
-/// Keeps the first delivery of measured message `seq` at `node`.
-fn record(got: &mut [Vec<Option<Instant>>], count: &mut usize, (seq, node, at): Delivery) {
-    if let Some(slot) = got.get_mut(seq as usize).map(|m| &mut m[node])
-        && slot.is_none()
-    {
-        *slot = Some(at);
-        *count += 1;
-    }
+/// A recorder and the queue it feeds.
+fn recorder() -> (Recorder, mpsc::Receiver<Delivery>, Arc<AtomicUsize>) {
+    let (tx, rx) = mpsc::channel::<Delivery>(DELIVERY_QUEUE);
+    let overflow = Arc::new(AtomicUsize::new(0));
+    let rec = Recorder {
+        tx,
+        overflow: Arc::clone(&overflow),
+    };
+    (rec, rx, overflow)
 }
 
-/// Waits for readiness on a started network, then publishes `plan` and collects the deliveries.
-async fn run_on(
-    net: &impl Net,
-    variant: &'static str,
+/// One round of one variant: starts its nodes with `start`, waits until the mesh delivers and
+/// the process is quiet, publishes `messages` envelopes at the configured rate, collects their
+/// deliveries, shuts the nodes down, and adds what it measured to `report`.
+async fn round<N, F, Fut>(
+    report: &mut Report,
     o: &Opts,
     keys: &[SigningKey],
-    plan: &mut Option<Plan>,
-    deliveries: &mut mpsc::Receiver<Delivery>,
-    t0: Instant,
-) -> Report {
+    round: usize,
+    messages: usize,
+    start: F,
+) where
+    N: Net,
+    F: FnOnce(Recorder) -> Fut,
+    Fut: Future<Output = N>,
+{
     let n = o.nodes;
-    let mut report = Report {
-        variant,
-        started: t0.elapsed(),
-        ..Report::default()
-    };
+    let variant = report.variant;
+    let (rec, mut deliveries, overflow) = recorder();
+    let t0 = Instant::now();
     let deadline = tokio::time::Instant::from_std(t0 + o.ready_timeout);
-    let (ready, warmups) = wait_ready(net, n, keys, deliveries, deadline).await;
-    report.warmups = warmups;
-    report.ready = ready.then(|| t0.elapsed());
-    if !ready {
+    let net = start(rec).await;
+    let started = t0.elapsed();
+    let (ready, warmups) = wait_ready(&net, n, keys, &mut deliveries, deadline).await;
+    let ready = ready.then(|| t0.elapsed());
+    if ready.is_none() {
         println!(
-            "{variant}: NOT ready after {:.1} s ({warmups} warm-up messages); measuring anyway",
+            "  round {round} {variant}: NOT ready after {:.1} s ({warmups} warm-up messages); measuring anyway",
             t0.elapsed().as_secs_f64()
         );
     }
-    if ready {
-        let quiet = wait_quiet(o.quiet, deadline).await
-            && (o.quiet <= 0.0 || wait_settled(net, net.transient_idle(), deadline).await);
-        report.quiet = quiet.then(|| t0.elapsed());
-        if !quiet {
-            println!(
-                "{variant}: NOT quiet (< {}% of a core, connections settled) after {:.1} s; measuring anyway",
-                o.quiet,
-                t0.elapsed().as_secs_f64()
-            );
-        }
+    let quiet = ready.is_some()
+        && wait_quiet(o.quiet, deadline).await
+        && (o.quiet <= 0.0 || wait_settled(&net, net.transient_idle(), deadline).await);
+    let quiet = quiet.then(|| t0.elapsed());
+    if ready.is_some() && quiet.is_none() {
+        println!(
+            "  round {round} {variant}: NOT quiet (< {}% of a core, connections settled) after {:.1} s; measuring anyway",
+            o.quiet,
+            t0.elapsed().as_secs_f64()
+        );
     }
-    let conns = net.connections().await;
-    report.connections = (
-        conns.iter().copied().min().unwrap_or(0),
-        conns.iter().sum::<usize>() as f64 / conns.len().max(1) as f64,
-        conns.iter().copied().max().unwrap_or(0),
-    );
-    // The measured messages: signed now, as late as possible because Agora refuses envelopes
-    // more than 5 minutes old (bare gossipsub does not look at them), and kept for the next
-    // variant so that both publish the same bytes from the same nodes.
-    let plan: &Plan = plan.get_or_insert_with(|| {
-        let mut rng = Rng(SEED ^ 0xbe7c);
-        (0..o.messages)
+    let connections = connection_counts(&net).await;
+    // Signed now, as late as possible (Agora refuses envelopes more than 5 minutes old). The
+    // same publishers and payloads for both variants in a round.
+    let plan: Plan = {
+        let mut rng = Rng(SEED ^ 0xbe7c ^ round as u64);
+        (0..messages)
             .map(|k| {
                 let from = rng.below(n);
                 (from, envelope(&keys[from], k as u64, &mut rng))
             })
             .collect()
-    });
+    };
     // Late warm-up copies are not measured.
     while deliveries.try_recv().is_ok() {}
 
-    let cpu0 = cpu_time();
-    let start = Instant::now();
     let expected = plan.len() * (n - 1);
     let mut got: Vec<Vec<Option<Instant>>> = vec![vec![None; n]; plan.len()];
     let mut count = 0;
     let mut published: Vec<Instant> = Vec::with_capacity(plan.len());
+    let cpu0 = cpu_time();
+    let begin = Instant::now();
     // Process CPU time at each whole second of the measured phase (for the timeline).
     let mut marks: Vec<Option<Duration>> = vec![cpu0];
     let mut tick = tokio::time::interval(Duration::from_secs_f64(1.0 / o.rate));
@@ -786,14 +818,14 @@ async fn run_on(
     while published.len() < plan.len() {
         tokio::select! {
             _ = tick.tick() => {
-                if start.elapsed().as_secs() as usize >= marks.len() {
+                if begin.elapsed().as_secs() as usize >= marks.len() {
                     marks.push(cpu_time());
                 }
                 let (from, data) = &plan[published.len()];
                 published.push(Instant::now());
                 net.publish(*from, data.clone()).await;
             }
-            Some(d) = deliveries.recv() => record(&mut got, &mut count, d),
+            Some(d) = deliveries.recv() => count += usize::from(record(&mut got, d)),
         }
     }
     // Collect until everything arrived or nothing more can be expected (10 s after the last
@@ -801,38 +833,111 @@ async fn run_on(
     let last = tokio::time::Instant::now() + Duration::from_secs(10);
     while count < expected {
         match tokio::time::timeout_at(last, deliveries.recv()).await {
-            Ok(Some(d)) => record(&mut got, &mut count, d),
+            Ok(Some(d)) => count += usize::from(record(&mut got, d)),
             Ok(None) | Err(_) => break,
         }
     }
-    report.wall = start.elapsed();
-    report.cpu = cpu0.zip(cpu_time()).map(|(a, b)| b.saturating_sub(a));
-    report.expected = expected;
-    report.delivered = count;
-    for (k, row) in got.iter().enumerate() {
+    let wall = begin.elapsed();
+    let cpu = cpu0.zip(cpu_time()).map(|(a, b)| b.saturating_sub(a));
+    net.shutdown().await;
+
+    let (mut lat, to_all) = latencies(&got, &published, &plan, n);
+    lat.sort();
+    let per = cpu.map(|c| c / u32::try_from(count.max(1)).unwrap_or(u32::MAX));
+    println!(
+        "  round {round} {variant:<5}: {count}/{expected} delivered, p50 {:>6.2} ms, p99 {:>6.2} ms, CPU {} per delivery, {:.1} connections per node, quiet after {}",
+        ms(percentile(&lat, 0.5)),
+        ms(percentile(&lat, 0.99)),
+        per.map_or_else(|| "n/a".to_owned(), |c| format!("{:.2} ms", ms(c))),
+        connections.1,
+        quiet.map_or_else(|| "-".to_owned(), |q| format!("{:.1} s", q.as_secs_f64())),
+    );
+    if o.timeline {
+        for line in timeline(&got, &published, &plan, begin, &marks) {
+            println!("{line}");
+        }
+    }
+    let r = report;
+    let first = r.rounds.is_empty();
+    r.rounds
+        .push((percentile(&lat, 0.5), percentile(&lat, 0.99), per));
+    r.started = r.started.max(started);
+    r.ready = if first {
+        ready
+    } else {
+        r.ready.zip(ready).map(|(a, b)| a.max(b))
+    };
+    r.quiet = if first {
+        quiet
+    } else {
+        r.quiet.zip(quiet).map(|(a, b)| a.max(b))
+    };
+    r.warmups = r.warmups.max(warmups);
+    r.connections = if first {
+        connections
+    } else {
+        let k = r.rounds.len() as f64;
+        (
+            r.connections.0.min(connections.0),
+            (r.connections.1 * (k - 1.0) + connections.1) / k,
+            r.connections.2.max(connections.2),
+        )
+    };
+    r.expected += expected;
+    r.delivered += count;
+    r.complete += to_all.len();
+    r.latencies.extend(lat);
+    r.time_to_all.extend(to_all);
+    r.wall += wall;
+    r.cpu = if first {
+        cpu
+    } else {
+        r.cpu.zip(cpu).map(|(a, b)| a + b)
+    };
+    r.overflow += overflow.load(Ordering::Relaxed);
+}
+
+/// Keeps the first delivery of measured message `seq` at `node`; `true` if it is new.
+fn record(got: &mut [Vec<Option<Instant>>], (seq, node, at): Delivery) -> bool {
+    let Ok(k) = usize::try_from(seq) else {
+        return false;
+    };
+    if let Some(slot) = got.get_mut(k).and_then(|m| m.get_mut(node))
+        && slot.is_none()
+    {
+        *slot = Some(at);
+        return true;
+    }
+    false
+}
+
+/// Every delivery's latency, and each complete message's time-to-all (both unsorted).
+fn latencies(
+    got: &[Vec<Option<Instant>>],
+    published: &[Instant],
+    plan: &Plan,
+    n: usize,
+) -> (Vec<Duration>, Vec<Duration>) {
+    let mut lat_all = Vec::new();
+    let mut to_all = Vec::new();
+    for (k, (row, &at0)) in got.iter().zip(published).enumerate() {
         let lat: Vec<Duration> = row
             .iter()
             .enumerate()
             .filter(|&(node, _)| node != plan[k].0)
-            .filter_map(|(_, at)| at.map(|at| at.saturating_duration_since(published[k])))
+            .filter_map(|(_, at)| at.map(|at| at.saturating_duration_since(at0)))
             .collect();
         if lat.len() == n - 1
             && let Some(max) = lat.iter().max()
         {
-            report.time_to_all.push(*max);
-            report.complete += 1;
+            to_all.push(*max);
         }
-        report.latencies.extend(lat);
+        lat_all.extend(lat);
     }
-    if o.timeline {
-        report.timeline = timeline(&got, &published, plan, start, &marks);
-    }
-    report.latencies.sort();
-    report.time_to_all.sort();
-    report
+    (lat_all, to_all)
 }
 
-/// Latency and CPU per second of the measured phase (by publication time).
+/// Latency and CPU per second of a round's measured phase (by publication time).
 fn timeline(
     got: &[Vec<Option<Instant>>],
     published: &[Instant],
@@ -842,13 +947,16 @@ fn timeline(
 ) -> Vec<String> {
     let mut seconds: Vec<Vec<Duration>> = Vec::new();
     for (k, row) in got.iter().enumerate() {
-        let sec = published[k].duration_since(start).as_secs() as usize;
+        let Some(&at0) = published.get(k) else {
+            continue;
+        };
+        let sec = at0.duration_since(start).as_secs() as usize;
         if seconds.len() <= sec {
             seconds.resize(sec + 1, Vec::new());
         }
         seconds[sec].extend(row.iter().enumerate().filter_map(|(node, at)| {
             let at = (*at)?;
-            (node != plan[k].0).then(|| at.saturating_duration_since(published[k]))
+            (node != plan[k].0).then(|| at.saturating_duration_since(at0))
         }));
     }
     seconds
@@ -863,7 +971,7 @@ fn timeline(
                 _ => "-".to_owned(),
             };
             format!(
-                "  s{sec:>3}: {:>5} deliveries, p50 {:>8.2} ms, p99 {:>8.2} ms, CPU {cpu} of one core",
+                "    s{sec:>3}: {:>5} deliveries, p50 {:>8.2} ms, p99 {:>8.2} ms, CPU {cpu} of one core",
                 lat.len(),
                 ms(percentile(lat, 0.5)),
                 ms(percentile(lat, 0.99)),
@@ -872,61 +980,24 @@ fn timeline(
         .collect()
 }
 
-/// Starts one variant, measures it and shuts it down completely.
-async fn measure(
-    variant: &'static str,
-    o: &Opts,
-    topo: &[Vec<usize>],
-    keys: &[SigningKey],
-    plan: &mut Option<Plan>,
-) -> Report {
-    let n = o.nodes;
-    let (tx, mut deliveries) = mpsc::channel::<Delivery>(DELIVERY_QUEUE);
-    let overflow = Arc::new(AtomicUsize::new(0));
-    let deliveries_tx = Recorder {
-        tx,
-        overflow: Arc::clone(&overflow),
-    };
-    let t0 = Instant::now();
-    let topo = &topo[..n];
-    let mut report = if variant == "agora" {
-        let net = start_agora(n, topo, &deliveries_tx).await;
-        let report = run_on(&net, variant, o, keys, plan, &mut deliveries, t0).await;
-        net.shutdown().await;
-        report
-    } else {
-        let net = start_bare(n, topo, &deliveries_tx).await;
-        let report = run_on(&net, variant, o, keys, plan, &mut deliveries, t0).await;
-        net.shutdown().await;
-        report
-    };
-    report.overflow = overflow.load(Ordering::Relaxed);
+fn summary(r: &Report, o: &Opts) {
     println!(
-        "{variant}: {n} nodes up in {:.2} s, ready {} ({} warm-up messages), connections per node min/avg/max {}/{:.1}/{}, {}/{} delivered, {} deliveries lost by the harness queue",
-        report.started.as_secs_f64(),
-        report.ready.map_or_else(
+        "{}: {} nodes up in {:.2} s, ready {} ({} warm-up messages), connections per node min/avg/max {}/{:.1}/{}, {}/{} delivered, {} deliveries lost by the harness queue",
+        r.variant,
+        o.nodes,
+        r.started.as_secs_f64(),
+        r.ready.map_or_else(
             || "never".to_owned(),
             |d| format!("after {:.2} s", d.as_secs_f64())
         ),
-        report.warmups,
-        report.connections.0,
-        report.connections.1,
-        report.connections.2,
-        report.delivered,
-        report.expected,
-        report.overflow,
+        r.warmups,
+        r.connections.0,
+        r.connections.1,
+        r.connections.2,
+        r.delivered,
+        r.expected,
+        r.overflow,
     );
-    if let Some(q) = report.quiet.filter(|_| o.quiet > 0.0) {
-        println!(
-            "{variant}: quiet (< {}% of a core over 1 s, connections settled) after {:.2} s",
-            o.quiet,
-            q.as_secs_f64()
-        );
-    }
-    for line in &report.timeline {
-        println!("{line}");
-    }
-    report
 }
 
 fn row(r: &Report, o: &Opts, size: usize) -> String {
@@ -976,24 +1047,73 @@ fn row(r: &Report, o: &Opts, size: usize) -> String {
     )
 }
 
+/// Connections per node: (min, average, max).
+async fn connection_counts(net: &impl Net) -> (usize, f64, usize) {
+    let conns = net.connections().await;
+    (
+        conns.iter().copied().min().unwrap_or(0),
+        conns.iter().sum::<usize>() as f64 / conns.len().max(1) as f64,
+        conns.iter().copied().max().unwrap_or(0),
+    )
+}
+
 async fn bench(o: Opts) {
-    let topo = topology(o.nodes);
-    let keys: Vec<SigningKey> = (0..o.nodes)
-        .map(|i| SigningKey::from_bytes(&secret(i)))
-        .collect();
-    // Signed when the first variant is ready, then reused: the same bytes for both.
-    let mut plan = None;
+    let n = o.nodes;
+    let topo = topology(n);
+    let topo = &topo[..n];
+    let keys: Vec<SigningKey> = (0..n).map(|i| SigningKey::from_bytes(&secret(i))).collect();
     let size = envelope(&keys[0], o.messages as u64 / 2, &mut Rng(SEED)).len();
+    let rounds = o.rounds.clamp(1, o.messages.max(1));
     println!(
-        "gossip bench: {} nodes, {} messages at {}/s, envelope ≈ {size} B, topic {TOPIC}, {} tokio workers",
-        o.nodes, o.messages, o.rate, o.workers
+        "gossip bench: {n} nodes, {} messages at {}/s per variant in {rounds} rounds, envelope ≈ {size} B, topic {TOPIC}, {} tokio workers",
+        o.messages, o.rate, o.workers
     );
-    let mut reports = Vec::new();
-    for variant in ["agora", "bare"] {
-        if o.only.as_deref().is_some_and(|v| v != variant) {
-            continue;
+    let want = |v: &str| o.only.as_deref().is_none_or(|x| x == v);
+    let mut agora = want("agora").then(|| Report {
+        variant: "agora",
+        ..Report::default()
+    });
+    let mut bare = want("bare").then(|| Report {
+        variant: "bare",
+        ..Report::default()
+    });
+    // Each round starts both networks afresh, one after the other, and alternates which goes
+    // first, so that a slow spell of the machine falls on both variants alike.
+    for k in 0..rounds {
+        let messages = (k + 1) * o.messages / rounds - k * o.messages / rounds;
+        for variant in if k % 2 == 0 {
+            ["agora", "bare"]
+        } else {
+            ["bare", "agora"]
+        } {
+            match variant {
+                "agora" => {
+                    if let Some(r) = &mut agora {
+                        round(r, &o, &keys, k, messages, |rec| async move {
+                            start_agora(n, topo, &rec).await
+                        })
+                        .await;
+                    }
+                }
+                _ => {
+                    if let Some(r) = &mut bare {
+                        round(r, &o, &keys, k, messages, |rec| async move {
+                            start_bare(n, topo, &rec).await
+                        })
+                        .await;
+                    }
+                }
+            }
         }
-        reports.push(measure(variant, &o, &topo, &keys, &mut plan).await);
+    }
+    let mut reports: Vec<Report> = agora.into_iter().chain(bare).collect();
+    for r in &mut reports {
+        r.latencies.sort();
+        r.time_to_all.sort();
+    }
+    println!();
+    for r in &reports {
+        summary(r, &o);
     }
     println!();
     println!(
@@ -1015,6 +1135,25 @@ async fn bench(o: Opts) {
             ratio(percentile(la, 0.99), percentile(lb, 0.99)),
             ratio(percentile(ta, 0.5), percentile(tb, 0.5)),
             ratio(percentile(ta, 0.99), percentile(tb, 0.99)),
+        );
+        let spread = |f: fn(&(Duration, Duration, Option<Duration>)) -> Duration| {
+            let mut v: Vec<f64> = a
+                .rounds
+                .iter()
+                .zip(&b.rounds)
+                .map(|(x, y)| ratio(f(x), f(y)))
+                .collect();
+            v.sort_by(f64::total_cmp);
+            format!(
+                "{:.2}–{:.2}x",
+                v.first().copied().unwrap_or(0.0),
+                v.last().copied().unwrap_or(0.0)
+            )
+        };
+        println!(
+            "per round (agora/bare of the same round): p50 {}, p99 {}",
+            spread(|r| r.0),
+            spread(|r| r.1)
         );
     }
 }
