@@ -53,8 +53,8 @@
 //! (`GOSSIP_BENCH_WORKERS`), `--ready-timeout SECS` (`GOSSIP_BENCH_READY_TIMEOUT`, default
 //! 120, per network), `--quiet PCT` (`GOSSIP_BENCH_QUIET`, default 20, 0 = off), `--timeline`
 //! (`GOSSIP_BENCH_TIMELINE=1`: latency and CPU per second of each measured phase) and
-//! `--only agora|bare|floor` (`GOSSIP_BENCH_ONLY`, a comma-separated list). Keep M / (K · R) under 5 minutes: Agora ignores
-//! envelopes older than that.
+//! `--only agora|bare|floor` (`GOSSIP_BENCH_ONLY`, a comma-separated list). Keep M / (K · R)
+//! under 5 minutes: Agora ignores envelopes older than that.
 //!
 //! This is a measurement harness, not a test: it asserts nothing about the numbers (the project
 //! goal is Agora within 1.2× of bare gossipsub at p50 and p99).
@@ -499,12 +499,7 @@ fn bare_swarm(keypair: identity::Keypair, hold: bool) -> Swarm<gossipsub::Behavi
                 .mesh_n_high(8)
                 .mesh_outbound_min(1);
             if hold {
-                config
-                    .validate_messages()
-                    .message_id_fn(|m: &gossipsub::Message| {
-                        use sha2::Digest as _;
-                        gossipsub::MessageId::new(&sha2::Sha256::digest(&m.data)[..16])
-                    });
+                config.validate_messages().message_id_fn(mesh::content_id);
             }
             let config = config.build()?;
             let behaviour: gossipsub::Behaviour = gossipsub::Behaviour::new(
@@ -554,12 +549,11 @@ async fn bare_node(
                     let valid = match &gate {
                         None => true,
                         Some(gate) => {
-                            let verdict = gate.validate(message.topic.as_str(), &message.data);
-                            let acceptance = match verdict {
-                                Verdict::Accept | Verdict::Relay => MessageAcceptance::Accept,
-                                Verdict::Ignore | Verdict::Defer => MessageAcceptance::Ignore,
-                                Verdict::Reject => MessageAcceptance::Reject,
-                            };
+                            // The gate never defers; if it did, nobody would report later.
+                            let acceptance = gate
+                                .validate(message.topic.as_str(), &message.data)
+                                .acceptance()
+                                .unwrap_or(MessageAcceptance::Ignore);
                             swarm.behaviour_mut().report_message_validation_result(
                                 &message_id,
                                 &propagation_source,

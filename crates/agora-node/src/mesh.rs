@@ -246,6 +246,18 @@ pub enum Verdict {
     Defer,
 }
 
+impl Verdict {
+    /// What gossipsub is told: `None` for [`Self::Defer`] (the owning service reports later).
+    pub fn acceptance(self) -> Option<MessageAcceptance> {
+        match self {
+            Self::Accept | Self::Relay => Some(MessageAcceptance::Accept),
+            Self::Ignore => Some(MessageAcceptance::Ignore),
+            Self::Reject => Some(MessageAcceptance::Reject),
+            Self::Defer => None,
+        }
+    }
+}
+
 /// Checks gossip synchronously in the mesh task, inside gossipsub's validation hook: no hop to
 /// another task before a message can be forwarded. Must be cheap and must not block.
 pub trait GossipValidator: Send + Sync + std::fmt::Debug {
@@ -285,11 +297,12 @@ pub enum MeshError {
     },
 }
 
-/// A content-hash message id (first 16 bytes of SHA-256 of the payload): the same envelope bytes
-/// always get the same id, so a republished envelope is deduplicated by gossipsub itself.
-fn content_id(data: &[u8]) -> Vec<u8> {
+/// The mesh's gossipsub message id: a content hash (first 16 bytes of SHA-256 of the payload).
+/// The same envelope bytes always get the same id, so a republished envelope is deduplicated by
+/// gossipsub itself.
+pub fn content_id(message: &gossipsub::Message) -> MessageId {
     use sha2::Digest as _;
-    sha2::Sha256::digest(data)[..16].to_vec()
+    MessageId::new(&sha2::Sha256::digest(&message.data)[..16])
 }
 
 fn build_swarm(
@@ -309,7 +322,7 @@ fn build_swarm(
             let peer_id = key.public().to_peer_id();
             let gossip_config = gossipsub::ConfigBuilder::default()
                 .max_transmit_size(MAX_MESSAGE_BYTES)
-                .message_id_fn(|m: &gossipsub::Message| MessageId::new(&content_id(&m.data)))
+                .message_id_fn(content_id)
                 .validate_messages()
                 .validation_mode(gossipsub::ValidationMode::Strict)
                 .heartbeat_interval(heartbeat)
@@ -861,13 +874,7 @@ fn handle_swarm_event(
                         .find(|(prefix, _)| topic.starts_with(prefix.as_str()))
                         .map_or(Verdict::Defer, |(_, v)| v.validate(topic, &message.data))
                 };
-                let report = match verdict {
-                    Verdict::Accept | Verdict::Relay => Some(MessageAcceptance::Accept),
-                    Verdict::Ignore => Some(MessageAcceptance::Ignore),
-                    Verdict::Reject => Some(MessageAcceptance::Reject),
-                    Verdict::Defer => None,
-                };
-                if let Some(acceptance) = report {
+                if let Some(acceptance) = verdict.acceptance() {
                     let _ = swarm
                         .behaviour_mut()
                         .gossipsub
