@@ -8,7 +8,8 @@
 //! - `d_json` = the exact bytes of `d` as received (never re-serialised); on send `d` is serialised
 //!   once, compactly;
 //! - signing material `SM = SHA256(ts u64 BE ‖ nonce ‖ from ‖ SHA256(d_json))`; the Ed25519
-//!   signature is over `topic ‖ 0x00 ‖ SM` and is checked with `verify_strict`;
+//!   signature is over `topic ‖ 0x00 ‖ SM` and is checked by the `verify_strict` rule
+//!   ([`crate::strict_key`]);
 //! - receivers reject `_v` ≠ 2, `|now − ts|` > 5 min, a `(from, nonce)` seen in the window, a bad
 //!   signature (including one made for another topic), a `from`/`pk` mismatch, and on owner topics
 //!   a `from` other than the owner.
@@ -19,12 +20,13 @@
 use std::fmt;
 
 use agora_window::{ExpiringSet, Refused, key_of};
-use ed25519_dalek::{Signature, Signer, SigningKey, VerifyingKey};
+use ed25519_dalek::{Signer, SigningKey};
 use serde::de::{self, Deserializer, MapAccess, Visitor};
 use serde_json::value::RawValue;
 use sha2::{Digest as _, Sha256};
 
 use crate::peer_id::peer_id_of;
+use crate::strict_key::StrictKey;
 use crate::topic::Topic;
 
 /// Envelope version this crate speaks.
@@ -267,10 +269,10 @@ impl<'a> Envelope<'a> {
         keys: &mut KeyCache,
     ) -> Result<(), VerifyError> {
         let (key, expected) = keys.get(&self.pk)?;
-        if expected != self.from {
+        if expected.as_str() != self.from {
             return Err(VerifyError::FromMismatch {
                 from: self.from.to_owned(),
-                expected,
+                expected: expected.clone(),
             });
         }
         if let Ok(t) = Topic::parse(topic)
@@ -290,19 +292,20 @@ impl<'a> Envelope<'a> {
             });
         }
         let material = signing_material(self.ts, self.nonce, self.from, self.d_json);
-        key.verify_strict(
-            &signed_bytes(topic, &material),
-            &Signature::from_bytes(&self.sig),
-        )
-        .map_err(|_| VerifyError::BadSignature)
+        // The bytes of `signed_bytes(topic, &material)`, hashed in place.
+        if key.verify(&[topic.as_bytes(), &[0], &material], &self.sig) {
+            Ok(())
+        } else {
+            Err(VerifyError::BadSignature)
+        }
     }
 }
 
-/// Parsed sender keys with their PeerIds, at most `capacity` (emptied when full: senders are few
-/// and re-parsing is only a cost, never a change in the verdict).
+/// Decoded sender keys with their PeerIds, at most `capacity` (emptied when full: senders are few
+/// and decoding again is only a cost, never a change in the verdict).
 #[derive(Debug, Default)]
 pub struct KeyCache {
-    keys: std::collections::HashMap<[u8; 32], (VerifyingKey, String)>,
+    keys: std::collections::HashMap<[u8; 32], (StrictKey, String)>,
     capacity: usize,
 }
 
@@ -310,28 +313,27 @@ pub struct KeyCache {
 pub const DEFAULT_KEY_CACHE: usize = 4096;
 
 impl KeyCache {
-    /// A cache of at most `capacity` keys (0: parse every time).
+    /// A cache of at most `capacity` keys (0 and 1 alike: only the last sender is kept).
     pub fn with_capacity(capacity: usize) -> Self {
         Self {
             keys: std::collections::HashMap::new(),
-            capacity,
+            capacity: capacity.max(1),
         }
     }
 
-    /// The parsed key and PeerId of `pk`.
-    fn get(&mut self, pk: &[u8; 32]) -> Result<(VerifyingKey, String), VerifyError> {
-        if let Some((key, id)) = self.keys.get(pk) {
-            return Ok((*key, id.clone()));
-        }
-        let key = VerifyingKey::from_bytes(pk).map_err(|_| VerifyError::BadSignature)?;
-        let id = peer_id_of(pk);
-        if self.capacity > 0 {
+    /// The decoded key and PeerId of `pk`.
+    fn get(&mut self, pk: &[u8; 32]) -> Result<&(StrictKey, String), VerifyError> {
+        if !self.keys.contains_key(pk) {
+            let key = StrictKey::from_bytes(pk).ok_or(VerifyError::BadSignature)?;
             if self.keys.len() >= self.capacity {
                 self.keys.clear();
             }
-            self.keys.insert(*pk, (key, id.clone()));
+            return Ok(self
+                .keys
+                .entry(*pk)
+                .or_insert_with(|| (key, peer_id_of(pk))));
         }
-        Ok((key, id))
+        self.keys.get(pk).ok_or(VerifyError::BadSignature)
     }
 }
 

@@ -13,6 +13,7 @@ pub mod jsonrpc;
 pub mod peer_id;
 pub mod recursive;
 pub mod state;
+pub mod strict_key;
 pub mod tool;
 pub mod topic;
 
