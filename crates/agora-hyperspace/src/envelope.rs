@@ -136,13 +136,14 @@ pub fn signing_material(ts: u64, nonce: &str, from: &str, d_json: &str) -> [u8; 
     h.finalize().into()
 }
 
+/// The parts of what the Ed25519 signature covers, in order: `topic ‖ 0x00 ‖ signing material`.
+fn signed_parts<'a>(topic: &'a str, material: &'a [u8; 32]) -> [&'a [u8]; 3] {
+    [topic.as_bytes(), &[0], material]
+}
+
 /// The bytes the Ed25519 signature covers: `topic ‖ 0x00 ‖ signing material`.
 pub fn signed_bytes(topic: &str, material: &[u8; 32]) -> Vec<u8> {
-    let mut out = Vec::with_capacity(topic.len() + 33);
-    out.extend_from_slice(topic.as_bytes());
-    out.push(0);
-    out.extend_from_slice(material);
-    out
+    signed_parts(topic, material).concat()
 }
 
 fn hex(bytes: &[u8]) -> String {
@@ -156,7 +157,7 @@ fn hex(bytes: &[u8]) -> String {
 }
 
 /// Decodes exactly `N` bytes of lowercase hex.
-fn unhex<const N: usize>(s: &str) -> Option<[u8; N]> {
+pub(crate) fn unhex<const N: usize>(s: &str) -> Option<[u8; N]> {
     if s.len() != 2 * N {
         return None;
     }
@@ -292,8 +293,7 @@ impl<'a> Envelope<'a> {
             });
         }
         let material = signing_material(self.ts, self.nonce, self.from, self.d_json);
-        // The bytes of `signed_bytes(topic, &material)`, hashed in place.
-        if key.verify(&[topic.as_bytes(), &[0], &material], &self.sig) {
+        if key.verify(&signed_parts(topic, &material), &self.sig) {
             Ok(())
         } else {
             Err(VerifyError::BadSignature)
@@ -323,17 +323,17 @@ impl KeyCache {
 
     /// The decoded key and PeerId of `pk`.
     fn get(&mut self, pk: &[u8; 32]) -> Result<&(StrictKey, String), VerifyError> {
-        if !self.keys.contains_key(pk) {
-            let key = StrictKey::from_bytes(pk).ok_or(VerifyError::BadSignature)?;
-            if self.keys.len() >= self.capacity {
-                self.keys.clear();
-            }
-            return Ok(self
-                .keys
-                .entry(*pk)
-                .or_insert_with(|| (key, peer_id_of(pk))));
+        use std::collections::hash_map::Entry;
+        if self.keys.len() >= self.capacity && !self.keys.contains_key(pk) {
+            self.keys.clear();
         }
-        self.keys.get(pk).ok_or(VerifyError::BadSignature)
+        match self.keys.entry(*pk) {
+            Entry::Occupied(e) => Ok(e.into_mut()),
+            Entry::Vacant(e) => {
+                let key = StrictKey::from_bytes(pk).ok_or(VerifyError::BadSignature)?;
+                Ok(e.insert((key, peer_id_of(pk))))
+            }
+        }
     }
 }
 

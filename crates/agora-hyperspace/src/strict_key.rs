@@ -50,9 +50,10 @@ impl StrictKey {
             return false;
         }
         let (r, s) = sig.split_at(32);
-        let mut s_bytes = [0u8; 32];
-        s_bytes.copy_from_slice(s);
-        let Some(s) = Option::<Scalar>::from(Scalar::from_canonical_bytes(s_bytes)) else {
+        let Some(s) = <[u8; 32]>::try_from(s)
+            .ok()
+            .and_then(|s| Option::<Scalar>::from(Scalar::from_canonical_bytes(s)))
+        else {
             return false;
         };
         let mut h = Sha512::new();
@@ -61,9 +62,7 @@ impl StrictKey {
         for part in message {
             h.update(part);
         }
-        let mut wide = [0u8; 64];
-        wide.copy_from_slice(&h.finalize());
-        let k = Scalar::from_bytes_mod_order_wide(&wide);
+        let k = Scalar::from_bytes_mod_order_wide(&h.finalize().into());
         let p = EdwardsPoint::vartime_double_scalar_mul_basepoint(&k, &self.minus_a, &s);
         p.compress().as_bytes() == r && !p.is_small_order()
     }
@@ -107,8 +106,7 @@ mod tests {
 
     /// Encodings of the eight points of small order, canonical and not.
     fn small_order_encodings() -> Vec<[u8; 32]> {
-        let mut out = Vec::new();
-        for hex in [
+        [
             // identity (y = 1), order 2 (y = −1), order 4 (y = 0, both x signs)
             "0100000000000000000000000000000000000000000000000000000000000000",
             "ecffffffffffffffffffffffffffffffffffffffffffffffffffffffffffff7f",
@@ -122,14 +120,9 @@ mod tests {
             // non-canonical: y = p + 1 (the identity again), y = p (zero again)
             "eeffffffffffffffffffffffffffffffffffffffffffffffffffffffffffff7f",
             "edffffffffffffffffffffffffffffffffffffffffffffffffffffffffffff7f",
-        ] {
-            let mut b = [0u8; 32];
-            for (i, byte) in b.iter_mut().enumerate() {
-                *byte = u8::from_str_radix(&hex[2 * i..2 * i + 2], 16).unwrap();
-            }
-            out.push(b);
-        }
-        out
+        ]
+        .map(|h| crate::envelope::unhex::<32>(h).unwrap())
+        .to_vec()
     }
 
     #[test]
