@@ -12,6 +12,8 @@ use std::time::Duration;
 use libp2p::Multiaddr;
 use serde::Deserialize;
 
+use crate::connmgr::Limits;
+
 /// Default data directory.
 pub const DEFAULT_DATA_DIR: &str = "agora-data";
 /// Default configuration file, looked up in the working directory.
@@ -28,7 +30,7 @@ pub struct Config {
     pub agh_listen: SocketAddr,
     /// HTTP API face.
     pub http_listen: SocketAddr,
-    /// Hyperspace JSON-RPC face (not served yet).
+    /// Hyperspace JSON-RPC face (`ws://<addr>`).
     pub rpc_listen: SocketAddr,
     /// AGTP face (the Agent Name Service).
     pub agtp_listen: SocketAddr,
@@ -36,6 +38,9 @@ pub struct Config {
     pub agtp: AgtpConfig,
     /// Nodes to join.
     pub bootstrap: Vec<Multiaddr>,
+    /// Connection manager watermarks: above `peers.high` connected peers the least recently
+    /// used unprotected ones are closed until `peers.low` remain (`peers_low`, `peers_high`).
+    pub peers: Limits,
     /// AGH greet interval; remote presence lives twice as long.
     pub greet_interval: Duration,
     /// AGH settings.
@@ -154,6 +159,7 @@ impl Default for Config {
             agtp_listen: lo(4480),
             agtp: AgtpConfig::default(),
             bootstrap: Vec::new(),
+            peers: Limits::default(),
             greet_interval: Duration::from_secs(agora_agh::presence::DEFAULT_GREET_INTERVAL as u64),
             agh: AghConfig {
                 replay_age: agora_agh::validate::DEFAULT_REPLAY_AGE,
@@ -213,6 +219,8 @@ struct File {
     rpc_listen: Option<String>,
     agtp_listen: Option<String>,
     bootstrap: Option<OneOrMany>,
+    peers_low: Option<usize>,
+    peers_high: Option<usize>,
     greet_interval: Option<u64>,
     agh: Option<FileAgh>,
     rpc: Option<FileRpc>,
@@ -317,6 +325,10 @@ pub struct Overrides {
     pub agtp_listen: Option<String>,
     /// `--bootstrap` / `AGORA_BOOTSTRAP` (repeatable; comma-separated in the environment).
     pub bootstrap: Vec<String>,
+    /// `--peers-low` / `AGORA_PEERS_LOW`.
+    pub peers_low: Option<usize>,
+    /// `--peers-high` / `AGORA_PEERS_HIGH`.
+    pub peers_high: Option<usize>,
     /// `--greet-interval` / `AGORA_GREET_INTERVAL`, seconds.
     pub greet_interval: Option<u64>,
     /// `AGORA_AGH_NATS_URL`.
@@ -335,7 +347,7 @@ pub struct Overrides {
 
 impl Config {
     /// Loads `file` (when given, it must exist; otherwise `./agora.toml` is used if present)
-    /// and applies `overrides` on top.
+    /// and applies `overrides` on top. Call [`Config::validate`] after the last layer.
     pub fn load(file: Option<&Path>, overrides: Overrides) -> Result<Self, ConfigError> {
         let mut cfg = Self::default();
         let path = match file {
@@ -367,6 +379,8 @@ impl Config {
             rpc_listen: file.rpc_listen,
             agtp_listen: file.agtp_listen,
             bootstrap: file.bootstrap.map(OneOrMany::into_vec).unwrap_or_default(),
+            peers_low: file.peers_low,
+            peers_high: file.peers_high,
             greet_interval: file.greet_interval,
             nats_url: None,
             rpc_api_key: file.rpc.as_ref().and_then(|r| r.api_key.clone()),
@@ -422,6 +436,12 @@ impl Config {
         if !o.bootstrap.is_empty() {
             self.bootstrap = parse_multiaddrs(&o.bootstrap, "bootstrap")?;
         }
+        if let Some(low) = o.peers_low {
+            self.peers.low = low;
+        }
+        if let Some(high) = o.peers_high {
+            self.peers.high = high;
+        }
         if let Some(secs) = o.greet_interval {
             if secs == 0 {
                 return Err(invalid("greet_interval", "must be at least 1 second"));
@@ -457,8 +477,27 @@ impl Config {
         Ok(())
     }
 
-    /// Overrides read from `AGORA_*` environment variables.
-    pub fn env_overrides(get: impl Fn(&str) -> Option<String>) -> Overrides {
+    /// Checks what single layers cannot: settings that depend on each other. Call it once,
+    /// after the last layer.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        if self.peers.low == 0 {
+            return Err(invalid("peers_low", "must be at least 1"));
+        }
+        if self.peers.high < self.peers.low {
+            return Err(invalid(
+                "peers_high",
+                &format!(
+                    "must be at least peers_low ({}), got {}",
+                    self.peers.low, self.peers.high
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Overrides read from `AGORA_*` environment variables; a value that does not parse is an
+    /// error naming the variable. An empty number is the same as an unset one.
+    pub fn env_overrides(get: impl Fn(&str) -> Option<String>) -> Result<Overrides, ConfigError> {
         let list = |key: &str| {
             get(key)
                 .map(|v| {
@@ -470,7 +509,20 @@ impl Config {
                 })
                 .unwrap_or_default()
         };
-        Overrides {
+        fn number<T: std::str::FromStr>(
+            get: &impl Fn(&str) -> Option<String>,
+            key: &str,
+        ) -> Result<Option<T>, ConfigError> {
+            get(key)
+                .filter(|v| !v.trim().is_empty())
+                .map(|v| {
+                    v.trim()
+                        .parse()
+                        .map_err(|_| invalid(key, &format!("{v:?} is not a number")))
+                })
+                .transpose()
+        }
+        Ok(Overrides {
             data: get("AGORA_DATA").map(PathBuf::from),
             p2p_listen: list("AGORA_P2P_LISTEN"),
             agh_listen: get("AGORA_AGH_LISTEN"),
@@ -478,14 +530,16 @@ impl Config {
             rpc_listen: get("AGORA_RPC_LISTEN"),
             agtp_listen: get("AGORA_AGTP_LISTEN"),
             bootstrap: list("AGORA_BOOTSTRAP"),
-            greet_interval: get("AGORA_GREET_INTERVAL").and_then(|v| v.trim().parse().ok()),
+            peers_low: number(&get, "AGORA_PEERS_LOW")?,
+            peers_high: number(&get, "AGORA_PEERS_HIGH")?,
+            greet_interval: number(&get, "AGORA_GREET_INTERVAL")?,
             nats_url: get("AGORA_AGH_NATS_URL"),
             rpc_api_key: get("AGORA_RPC_API_KEY"),
-            rpc_conn_rate: get("AGORA_RPC_CONN_RATE").and_then(|v| v.trim().parse().ok()),
-            rpc_key_rate: get("AGORA_RPC_KEY_RATE").and_then(|v| v.trim().parse().ok()),
-            agtp_tls: get("AGORA_AGTP_TLS").map(|v| truthy(&v)),
-            agtp_insecure: get("AGORA_AGTP_INSECURE").map(|v| truthy(&v)),
-        }
+            rpc_conn_rate: number(&get, "AGORA_RPC_CONN_RATE")?,
+            rpc_key_rate: number(&get, "AGORA_RPC_KEY_RATE")?,
+            agtp_tls: boolean(&get, "AGORA_AGTP_TLS")?,
+            agtp_insecure: boolean(&get, "AGORA_AGTP_INSECURE")?,
+        })
     }
 
     /// Applies `[agtp]`; relative paths are taken from the configuration file's directory.
@@ -587,8 +641,18 @@ impl Config {
     }
 }
 
-fn truthy(v: &str) -> bool {
-    matches!(v.trim(), "1" | "true" | "yes" | "on")
+/// An on/off environment variable: `1`, `true`, `yes`, `on` or `0`, `false`, `no`, `off`, empty.
+fn boolean(get: &impl Fn(&str) -> Option<String>, key: &str) -> Result<Option<bool>, ConfigError> {
+    get(key)
+        .map(|v| match v.trim().to_ascii_lowercase().as_str() {
+            "1" | "true" | "yes" | "on" => Ok(true),
+            "0" | "false" | "no" | "off" | "" => Ok(false),
+            _ => Err(invalid(
+                key,
+                &format!("{v:?} is not one of 1, true, yes, on, 0, false, no, off"),
+            )),
+        })
+        .transpose()
 }
 
 fn invalid(key: &str, message: &str) -> ConfigError {
@@ -651,7 +715,8 @@ mod tests {
             "AGORA_GREET_INTERVAL" => Some("2".into()),
             "AGORA_BOOTSTRAP" => Some("/ip4/127.0.0.1/tcp/1, /ip4/127.0.0.1/tcp/2".into()),
             _ => None,
-        });
+        })
+        .unwrap();
         c.apply(env).unwrap();
         assert_eq!(c.greet_interval, Duration::from_secs(2));
         assert_eq!(c.bootstrap.len(), 2);
@@ -691,5 +756,61 @@ mod tests {
             })
             .is_err()
         );
+    }
+
+    #[test]
+    fn environment_values_that_do_not_parse_are_errors() {
+        for (key, value) in [
+            ("AGORA_GREET_INTERVAL", "30s"),
+            ("AGORA_PEERS_LOW", "-1"),
+            ("AGORA_PEERS_HIGH", "many"),
+            ("AGORA_RPC_CONN_RATE", "fast"),
+            ("AGORA_RPC_KEY_RATE", "1e"),
+            ("AGORA_AGTP_TLS", "maybe"),
+            ("AGORA_AGTP_INSECURE", "2"),
+        ] {
+            let err = Config::env_overrides(|k| (k == key).then(|| value.to_owned())).unwrap_err();
+            assert!(err.to_string().starts_with(&format!("{key}:")), "{err}");
+        }
+        let o = Config::env_overrides(|k| match k {
+            "AGORA_AGTP_TLS" => Some(" Yes ".into()),
+            "AGORA_AGTP_INSECURE" => Some("off".into()),
+            "AGORA_PEERS_LOW" => Some(" 3 ".into()),
+            "AGORA_PEERS_HIGH" => Some(" ".into()),
+            _ => None,
+        })
+        .unwrap();
+        assert_eq!(o.agtp_tls, Some(true));
+        assert_eq!(o.agtp_insecure, Some(false));
+        assert_eq!(o.peers_low, Some(3));
+        assert_eq!(o.peers_high, None);
+    }
+
+    #[test]
+    fn peer_watermarks_layer_and_are_checked_together() {
+        let mut c = Config::default();
+        assert_eq!(c.peers, Limits::default());
+        c.validate().unwrap();
+        // The file raises the low mark above the default high one; only the final
+        // combination is checked, so a later layer can complete it.
+        c.apply_file("peers_low = 20", Path::new("agora.toml"))
+            .unwrap();
+        let err = c.validate().unwrap_err();
+        assert!(err.to_string().starts_with("peers_high:"), "{err}");
+        c.apply(Overrides {
+            peers_high: Some(40),
+            ..Overrides::default()
+        })
+        .unwrap();
+        c.validate().unwrap();
+        assert_eq!((c.peers.low, c.peers.high), (20, 40));
+        assert_eq!(c.peers.grace, Limits::default().grace);
+        c.apply(Overrides {
+            peers_low: Some(0),
+            ..Overrides::default()
+        })
+        .unwrap();
+        let err = c.validate().unwrap_err();
+        assert!(err.to_string().starts_with("peers_low:"), "{err}");
     }
 }

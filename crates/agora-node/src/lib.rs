@@ -127,7 +127,7 @@ pub async fn run_until(
             listen: config.p2p_listen.clone(),
             bootstrap: config.bootstrap.clone(),
             heartbeat: Duration::from_millis(500),
-            limits: connmgr::Limits::default(),
+            limits: config.peers,
             validators: vec![(
                 hyperspace::TOPIC_PREFIX.to_owned(),
                 Arc::new(hyperspace::GossipGate::new()),

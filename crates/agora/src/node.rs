@@ -38,6 +38,12 @@ pub(crate) struct NodeArgs {
     /// A node to join (repeatable), e.g. /ip4/127.0.0.1/tcp/4001/p2p/12D3Koo…
     #[arg(long, value_name = "MULTIADDR")]
     bootstrap: Vec<String>,
+    /// Connection manager: trim down to this many connected peers. Default: 8.
+    #[arg(long = "peers-low", value_name = "N")]
+    peers_low: Option<usize>,
+    /// Connection manager: trim only when more than this many peers are connected. Default: 16.
+    #[arg(long = "peers-high", value_name = "N")]
+    peers_high: Option<usize>,
     /// AGH greet interval in seconds (remote presence lasts twice as long). Default: 30.
     #[arg(long = "greet-interval", value_name = "SECS")]
     greet_interval: Option<u64>,
@@ -52,6 +58,8 @@ pub(crate) fn run(args: NodeArgs) -> ExitCode {
         rpc_listen: args.rpc_listen,
         agtp_listen: args.agtp_listen,
         bootstrap: args.bootstrap,
+        peers_low: args.peers_low,
+        peers_high: args.peers_high,
         greet_interval: args.greet_interval,
         nats_url: None,
         rpc_api_key: None,
@@ -61,8 +69,9 @@ pub(crate) fn run(args: NodeArgs) -> ExitCode {
         agtp_insecure: args.insecure.then_some(true),
     };
     let config = Config::load(args.config.as_deref(), Overrides::default()).and_then(|mut c| {
-        c.apply(Config::env_overrides(|k| std::env::var(k).ok()))?;
+        c.apply(Config::env_overrides(|k| std::env::var(k).ok())?)?;
         c.apply(flags)?;
+        c.validate()?;
         Ok(c)
     });
     let config = match config {

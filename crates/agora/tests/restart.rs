@@ -162,3 +162,59 @@ fn no_arguments_work_on_a_fresh_machine() {
         "SIGINT stops the node cleanly: {status:?}"
     );
 }
+
+/// Settings that do not parse, or do not fit together, stop `agora node` before it starts
+/// anything: exit 2, one `agora: configuration: <key>: …` line, no data directory created.
+#[test]
+fn bad_settings_exit_two_before_starting() {
+    use std::process::{Command, Stdio};
+
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    type Case<'a> = (&'a [&'a str], &'a [(&'a str, &'a str)], &'a str);
+    let cases: [Case<'_>; 4] = [
+        (
+            &["--peers-low", "10", "--peers-high", "4"],
+            &[],
+            "peers_high:",
+        ),
+        (&["--peers-low", "0"], &[], "peers_low:"),
+        (
+            &[],
+            &[("AGORA_GREET_INTERVAL", "30s")],
+            "AGORA_GREET_INTERVAL:",
+        ),
+        (&[], &[("AGORA_AGTP_TLS", "maybe")], "AGORA_AGTP_TLS:"),
+    ];
+    for (args, env, key) in cases {
+        let child = Command::new(env!("CARGO_BIN_EXE_agora"))
+            .arg("node")
+            .arg("--data")
+            .arg(&data)
+            .args(args)
+            .envs(env.iter().copied())
+            .current_dir(dir.path())
+            .env_remove("AGORA_CONFIG")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        // A node that started anyway would run until killed: wait for its exit with a deadline.
+        let pid = child.id().to_string();
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || tx.send(child.wait_with_output()));
+        let Ok(out) = rx.recv_timeout(Duration::from_secs(20)) else {
+            let _ = Command::new("kill").args(["-9", &pid]).status();
+            panic!("{args:?} {env:?}: the node started instead of refusing its settings");
+        };
+        let out = out.unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?} {env:?}: {stderr}");
+        assert!(
+            stderr.starts_with(&format!("agora: configuration: {key}")),
+            "{stderr}"
+        );
+        assert!(out.stdout.is_empty());
+        assert!(!data.exists());
+    }
+}
