@@ -52,8 +52,10 @@
 //! (`GOSSIP_BENCH_RATE`), `--rounds K` (`GOSSIP_BENCH_ROUNDS`), `--workers W`
 //! (`GOSSIP_BENCH_WORKERS`), `--ready-timeout SECS` (`GOSSIP_BENCH_READY_TIMEOUT`, default
 //! 120, per network), `--quiet PCT` (`GOSSIP_BENCH_QUIET`, default 20, 0 = off), `--timeline`
-//! (`GOSSIP_BENCH_TIMELINE=1`: latency and CPU per second of each measured phase) and
-//! `--only agora|bare|floor` (`GOSSIP_BENCH_ONLY`, a comma-separated list). Keep M / (K · R)
+//! (`GOSSIP_BENCH_TIMELINE=1`: latency and CPU per second of each measured phase),
+//! `--only agora|bare|floor` (`GOSSIP_BENCH_ONLY`, a comma-separated list) and
+//! `--peers-low L --peers-high H` (`GOSSIP_BENCH_PEERS_LOW`, `GOSSIP_BENCH_PEERS_HIGH`: the Agora
+//! nodes' connection manager watermarks, as the node's flags of the same names; default 8, 16). Keep M / (K · R)
 //! under 5 minutes: Agora ignores envelopes older than that.
 //!
 //! This is a measurement harness, not a test: it asserts nothing about the numbers (the project
@@ -111,6 +113,8 @@ struct Opts {
     timeline: bool,
     only: Option<String>,
     rounds: usize,
+    /// The Agora nodes' connection manager watermarks (the node's `--peers-low/--peers-high`).
+    peers: agora_node::connmgr::Limits,
 }
 
 fn opts() -> Opts {
@@ -123,6 +127,8 @@ fn opts() -> Opts {
     let mut only = env("GOSSIP_BENCH_ONLY");
     let mut quiet = env("GOSSIP_BENCH_QUIET");
     let mut rounds = env("GOSSIP_BENCH_ROUNDS");
+    let mut peers_low = env("GOSSIP_BENCH_PEERS_LOW");
+    let mut peers_high = env("GOSSIP_BENCH_PEERS_HIGH");
     let mut timeline = env("GOSSIP_BENCH_TIMELINE").is_some_and(|v| v != "0");
     // `cargo bench` adds `--bench`; anything unknown is ignored.
     let mut args = std::env::args().skip(1);
@@ -136,6 +142,8 @@ fn opts() -> Opts {
             "--only" => &mut only,
             "--quiet" => &mut quiet,
             "--rounds" => &mut rounds,
+            "--peers-low" => &mut peers_low,
+            "--peers-high" => &mut peers_high,
             "--timeline" => {
                 timeline = true;
                 continue;
@@ -146,6 +154,17 @@ fn opts() -> Opts {
     }
     let nodes: usize = nodes.map_or(50, |v| v.parse().expect("--nodes N"));
     assert!(nodes >= 2, "at least 2 nodes");
+    let mut peers = agora_node::connmgr::Limits::default();
+    if let Some(v) = peers_low {
+        peers.low = v.parse().expect("--peers-low N");
+    }
+    if let Some(v) = peers_high {
+        peers.high = v.parse().expect("--peers-high N");
+    }
+    assert!(
+        1 <= peers.low && peers.low <= peers.high,
+        "1 <= --peers-low <= --peers-high"
+    );
     Opts {
         nodes,
         messages: messages.map_or(600, |v| v.parse().expect("--messages M")),
@@ -158,6 +177,7 @@ fn opts() -> Opts {
         timeline,
         only,
         rounds: rounds.map_or(ROUNDS_DEFAULT, |v| v.parse().expect("--rounds K")),
+        peers,
     }
 }
 
@@ -374,7 +394,12 @@ async fn validator(
     }
 }
 
-async fn start_agora(n: usize, topo: &[Vec<usize>], deliveries: &Recorder) -> AgoraNet {
+async fn start_agora(
+    n: usize,
+    topo: &[Vec<usize>],
+    deliveries: &Recorder,
+    limits: agora_node::connmgr::Limits,
+) -> AgoraNet {
     let mut nodes = Vec::with_capacity(n);
     let mut addrs: Vec<Multiaddr> = Vec::with_capacity(n);
     for (i, boot) in topo.iter().enumerate().take(n) {
@@ -382,7 +407,7 @@ async fn start_agora(n: usize, topo: &[Vec<usize>], deliveries: &Recorder) -> Ag
             listen: vec![listen_addr()],
             bootstrap: boot.iter().map(|&j| addrs[j].clone()).collect(),
             heartbeat: Duration::from_millis(500),
-            limits: agora_node::connmgr::Limits::default(),
+            limits,
             validators: vec![(
                 agora_node::hyperspace::TOPIC_PREFIX.to_owned(),
                 Arc::new(Recording {
@@ -1101,8 +1126,8 @@ async fn bench(o: Opts) {
     let size = envelope(&keys[0], o.messages as u64 / 2, &mut Rng(SEED)).len();
     let rounds = o.rounds.clamp(1, o.messages.max(1));
     println!(
-        "gossip bench: {n} nodes, {} messages at {}/s per variant in {rounds} rounds, envelope ≈ {size} B, topic {TOPIC}, {} tokio workers",
-        o.messages, o.rate, o.workers
+        "gossip bench: {n} nodes, {} messages at {}/s per variant in {rounds} rounds, envelope ≈ {size} B, topic {TOPIC}, {} tokio workers, Agora peers {}..{}",
+        o.messages, o.rate, o.workers, o.peers.low, o.peers.high
     );
     let want = |v: &str| {
         o.only
@@ -1126,8 +1151,9 @@ async fn bench(o: Opts) {
             let r = &mut reports[(i + k) % count];
             match r.variant {
                 "agora" => {
+                    let peers = o.peers;
                     round(r, &o, &keys, k, messages, |rec| async move {
-                        start_agora(n, topo, &rec).await
+                        start_agora(n, topo, &rec, peers).await
                     })
                     .await;
                 }
