@@ -55,8 +55,9 @@
 //! (`GOSSIP_BENCH_TIMELINE=1`: latency and CPU per second of each measured phase),
 //! `--only agora|bare|floor` (`GOSSIP_BENCH_ONLY`, a comma-separated list) and
 //! `--peers-low L --peers-high H` (`GOSSIP_BENCH_PEERS_LOW`, `GOSSIP_BENCH_PEERS_HIGH`: the Agora
-//! nodes' connection manager watermarks, as the node's flags of the same names; default 8, 16). Keep M / (K · R)
-//! under 5 minutes: Agora ignores envelopes older than that.
+//! nodes' connection manager watermarks, parsed and checked as the node's flags of the same
+//! names; default 8, 16). Keep M / (K · R) under 5 minutes: Agora ignores envelopes older than
+//! that.
 //!
 //! This is a measurement harness, not a test: it asserts nothing about the numbers (the project
 //! goal is Agora within 1.2× of bare gossipsub at p50 and p99).
@@ -154,17 +155,15 @@ fn opts() -> Opts {
     }
     let nodes: usize = nodes.map_or(50, |v| v.parse().expect("--nodes N"));
     assert!(nodes >= 2, "at least 2 nodes");
-    let mut peers = agora_node::connmgr::Limits::default();
-    if let Some(v) = peers_low {
-        peers.low = v.parse().expect("--peers-low N");
-    }
-    if let Some(v) = peers_high {
-        peers.high = v.parse().expect("--peers-high N");
-    }
-    assert!(
-        1 <= peers.low && peers.low <= peers.high,
-        "1 <= --peers-low <= --peers-high"
-    );
+    // The node's own layering and checks, so the bench takes exactly what the node takes.
+    let mut node = agora_node::config::Config::default();
+    node.apply(agora_node::config::Overrides {
+        peers_low: peers_low.map(|v| v.parse().expect("--peers-low N")),
+        peers_high: peers_high.map(|v| v.parse().expect("--peers-high N")),
+        ..agora_node::config::Overrides::default()
+    })
+    .and_then(|()| node.validate())
+    .expect("--peers-low / --peers-high");
     Opts {
         nodes,
         messages: messages.map_or(600, |v| v.parse().expect("--messages M")),
@@ -177,7 +176,7 @@ fn opts() -> Opts {
         timeline,
         only,
         rounds: rounds.map_or(ROUNDS_DEFAULT, |v| v.parse().expect("--rounds K")),
-        peers,
+        peers: node.peers,
     }
 }
 

@@ -509,19 +509,6 @@ impl Config {
                 })
                 .unwrap_or_default()
         };
-        fn number<T: std::str::FromStr>(
-            get: &impl Fn(&str) -> Option<String>,
-            key: &str,
-        ) -> Result<Option<T>, ConfigError> {
-            get(key)
-                .filter(|v| !v.trim().is_empty())
-                .map(|v| {
-                    v.trim()
-                        .parse()
-                        .map_err(|_| invalid(key, &format!("{v:?} is not a number")))
-                })
-                .transpose()
-        }
         Ok(Overrides {
             data: get("AGORA_DATA").map(PathBuf::from),
             p2p_listen: list("AGORA_P2P_LISTEN"),
@@ -639,6 +626,21 @@ impl Config {
         }
         Ok(())
     }
+}
+
+/// A numeric environment variable; empty is unset.
+fn number<T: std::str::FromStr>(
+    get: &impl Fn(&str) -> Option<String>,
+    key: &str,
+) -> Result<Option<T>, ConfigError> {
+    get(key)
+        .filter(|v| !v.trim().is_empty())
+        .map(|v| {
+            v.trim()
+                .parse()
+                .map_err(|_| invalid(key, &format!("{v:?} is not a number")))
+        })
+        .transpose()
 }
 
 /// An on/off environment variable: `1`, `true`, `yes`, `on` or `0`, `false`, `no`, `off`, empty.
