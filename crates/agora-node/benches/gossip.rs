@@ -17,7 +17,7 @@
 //!   is driven by its own task through a bounded command channel. A delivery is recorded at
 //!   `gossipsub::Event::Message`.
 //! - **floor**: the bare variant plus the one thing the spec adds to every hop: gossipsub holds
-//!   each message for validation (`validate_messages`, content-hash message ids as Agora uses),
+//!   each message for validation (`validate_messages`, the js-libp2p message ids Agora uses),
 //!   and the swarm's own task runs the node's `GossipGate` on it (the v2 envelope check) and
 //!   reports the verdict at once, before gossipsub forwards it. No other protocol runs. This is
 //!   the least any conformant node does per delivery, so `floor/bare` is the share of the gap
@@ -415,6 +415,7 @@ async fn start_agora(
                     deliveries: deliveries.clone(),
                 }),
             )],
+            budget: agora_node::topics::Budget::default(),
         };
         let m = mesh::start(&keypair(i), &cfg).expect("mesh start");
         let (commands, commands_rx) = mpsc::channel(CHANNEL);
@@ -523,7 +524,7 @@ fn bare_swarm(keypair: identity::Keypair, hold: bool) -> Swarm<gossipsub::Behavi
                 .mesh_n_high(8)
                 .mesh_outbound_min(1);
             if hold {
-                config.validate_messages().message_id_fn(mesh::content_id);
+                config.validate_messages().message_id_fn(mesh::message_id);
             }
             let config = config.build()?;
             let behaviour: gossipsub::Behaviour = gossipsub::Behaviour::new(

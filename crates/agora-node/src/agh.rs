@@ -248,6 +248,9 @@ struct Service<I: IdSource> {
     store: Store,
     ids: I,
     stats: Stats,
+    /// Channels whose gossip topic this node joined for its local peers (left when the last one
+    /// goes).
+    joined: std::collections::BTreeSet<String>,
 }
 
 /// The channels the AGH service works with.
@@ -298,6 +301,7 @@ pub async fn run(
         store,
         ids: random_ids(),
         stats: Stats::default(),
+        joined: std::collections::BTreeSet::new(),
     };
     let now = unix_now();
     for (channel, iid, i) in restored {
@@ -363,6 +367,7 @@ impl<I: IdSource> Service<I> {
             Input::Disconnect(conn) => {
                 self.conns.remove(&conn);
                 self.router.presence.remove_owner(&conn);
+                self.leave_empty_channels().await;
             }
             Input::FromAgent {
                 conn,
@@ -441,10 +446,12 @@ impl<I: IdSource> Service<I> {
                 .presence
                 .set_local_catalog(&peer_id, &conn, Some(catalog));
         }
-        let _ = self
-            .mesh
-            .send(mesh::Command::Subscribe(format!("{TOPIC_PREFIX}{channel}")))
-            .await;
+        if self.joined.insert(channel.to_owned()) {
+            let _ = self
+                .mesh
+                .send(mesh::Command::Subscribe(format!("{TOPIC_PREFIX}{channel}")))
+                .await;
+        }
         if let Some(nats) = &self.nats {
             let subjects = [
                 agora_agh::broadcast_subject(channel),
@@ -453,6 +460,25 @@ impl<I: IdSource> Service<I> {
             for subject in subjects.into_iter().flatten() {
                 let _ = nats.send(nats::Command::Subscribe(subject)).await;
             }
+        }
+    }
+
+    /// Leaves the gossip topics of channels where no local peer is left.
+    async fn leave_empty_channels(&mut self) {
+        let empty: Vec<String> = self
+            .joined
+            .iter()
+            .filter(|ch| self.router.presence.local_peers(ch).next().is_none())
+            .cloned()
+            .collect();
+        for channel in empty {
+            self.joined.remove(&channel);
+            let _ = self
+                .mesh
+                .send(mesh::Command::Unsubscribe(format!(
+                    "{TOPIC_PREFIX}{channel}"
+                )))
+                .await;
         }
     }
 

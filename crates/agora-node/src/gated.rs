@@ -24,14 +24,12 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::task::{Context, Poll, Wake, Waker};
 
 use futures::task::AtomicWaker;
-use libp2p::core::Endpoint;
-use libp2p::core::transport::PortUse;
+use libp2p::PeerId;
 use libp2p::swarm::handler::ConnectionEvent;
 use libp2p::swarm::{
-    ConnectionDenied, ConnectionHandler, ConnectionHandlerEvent, ConnectionId, FromSwarm,
-    NetworkBehaviour, SubstreamProtocol, THandler, THandlerInEvent, THandlerOutEvent, ToSwarm,
+    ConnectionHandler, ConnectionHandlerEvent, ConnectionId, FromSwarm, NetworkBehaviour,
+    SubstreamProtocol, THandlerInEvent, THandlerOutEvent, ToSwarm,
 };
-use libp2p::{Multiaddr, PeerId};
 
 /// A behaviour whose connection handlers are wake-gated ([`GatedHandler`]).
 #[derive(Debug)]
@@ -59,65 +57,84 @@ impl<B> DerefMut for Gated<B> {
     }
 }
 
-impl<B: NetworkBehaviour> NetworkBehaviour for Gated<B> {
-    type ConnectionHandler = GatedHandler<B::ConnectionHandler>;
-    type ToSwarm = B::ToSwarm;
+/// The four connection-setup methods of a [`NetworkBehaviour`] that wraps another (`self.inner`)
+/// and only wraps its connection handlers with `$wrap` (a function of `(&Self, inner handler)`
+/// or of the inner handler alone, given as `$wrap` or `self.$method`).
+macro_rules! delegate_connection_setup {
+    (@wrap $self:ident, $h:ident, self . $method:ident) => {
+        $self.$method($h)
+    };
+    (@wrap $self:ident, $h:ident, $f:path) => {
+        $f($h)
+    };
+    ($($wrap:tt)+) => {
+        fn handle_pending_inbound_connection(
+            &mut self,
+            connection_id: libp2p::swarm::ConnectionId,
+            local_addr: &libp2p::Multiaddr,
+            remote_addr: &libp2p::Multiaddr,
+        ) -> Result<(), libp2p::swarm::ConnectionDenied> {
+            self.inner
+                .handle_pending_inbound_connection(connection_id, local_addr, remote_addr)
+        }
 
-    fn handle_pending_inbound_connection(
-        &mut self,
-        connection_id: ConnectionId,
-        local_addr: &Multiaddr,
-        remote_addr: &Multiaddr,
-    ) -> Result<(), ConnectionDenied> {
-        self.inner
-            .handle_pending_inbound_connection(connection_id, local_addr, remote_addr)
-    }
+        fn handle_established_inbound_connection(
+            &mut self,
+            connection_id: libp2p::swarm::ConnectionId,
+            peer: libp2p::PeerId,
+            local_addr: &libp2p::Multiaddr,
+            remote_addr: &libp2p::Multiaddr,
+        ) -> Result<libp2p::swarm::THandler<Self>, libp2p::swarm::ConnectionDenied> {
+            let handler = self.inner.handle_established_inbound_connection(
+                connection_id,
+                peer,
+                local_addr,
+                remote_addr,
+            )?;
+            Ok(crate::gated::delegate_connection_setup!(@wrap self, handler, $($wrap)+))
+        }
 
-    fn handle_established_inbound_connection(
-        &mut self,
-        connection_id: ConnectionId,
-        peer: PeerId,
-        local_addr: &Multiaddr,
-        remote_addr: &Multiaddr,
-    ) -> Result<THandler<Self>, ConnectionDenied> {
-        self.inner
-            .handle_established_inbound_connection(connection_id, peer, local_addr, remote_addr)
-            .map(GatedHandler::new)
-    }
+        fn handle_pending_outbound_connection(
+            &mut self,
+            connection_id: libp2p::swarm::ConnectionId,
+            maybe_peer: Option<libp2p::PeerId>,
+            addresses: &[libp2p::Multiaddr],
+            effective_role: libp2p::core::Endpoint,
+        ) -> Result<Vec<libp2p::Multiaddr>, libp2p::swarm::ConnectionDenied> {
+            self.inner.handle_pending_outbound_connection(
+                connection_id,
+                maybe_peer,
+                addresses,
+                effective_role,
+            )
+        }
 
-    fn handle_pending_outbound_connection(
-        &mut self,
-        connection_id: ConnectionId,
-        maybe_peer: Option<PeerId>,
-        addresses: &[Multiaddr],
-        effective_role: Endpoint,
-    ) -> Result<Vec<Multiaddr>, ConnectionDenied> {
-        self.inner.handle_pending_outbound_connection(
-            connection_id,
-            maybe_peer,
-            addresses,
-            effective_role,
-        )
-    }
-
-    fn handle_established_outbound_connection(
-        &mut self,
-        connection_id: ConnectionId,
-        peer: PeerId,
-        addr: &Multiaddr,
-        role_override: Endpoint,
-        port_use: PortUse,
-    ) -> Result<THandler<Self>, ConnectionDenied> {
-        self.inner
-            .handle_established_outbound_connection(
+        fn handle_established_outbound_connection(
+            &mut self,
+            connection_id: libp2p::swarm::ConnectionId,
+            peer: libp2p::PeerId,
+            addr: &libp2p::Multiaddr,
+            role_override: libp2p::core::Endpoint,
+            port_use: libp2p::core::transport::PortUse,
+        ) -> Result<libp2p::swarm::THandler<Self>, libp2p::swarm::ConnectionDenied> {
+            let handler = self.inner.handle_established_outbound_connection(
                 connection_id,
                 peer,
                 addr,
                 role_override,
                 port_use,
-            )
-            .map(GatedHandler::new)
-    }
+            )?;
+            Ok(crate::gated::delegate_connection_setup!(@wrap self, handler, $($wrap)+))
+        }
+    };
+}
+pub(crate) use delegate_connection_setup;
+
+impl<B: NetworkBehaviour> NetworkBehaviour for Gated<B> {
+    type ConnectionHandler = GatedHandler<B::ConnectionHandler>;
+    type ToSwarm = B::ToSwarm;
+
+    crate::gated::delegate_connection_setup!(GatedHandler::new);
 
     fn on_swarm_event(&mut self, event: FromSwarm<'_>) {
         self.inner.on_swarm_event(event);

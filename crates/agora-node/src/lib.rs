@@ -26,6 +26,7 @@ pub mod agh;
 pub mod agtp;
 pub mod config;
 pub mod connmgr;
+pub mod frames;
 pub mod gated;
 pub mod hyperspace;
 pub mod keys;
@@ -34,6 +35,7 @@ pub mod nats;
 pub mod rpc;
 pub mod server;
 pub mod store;
+pub mod topics;
 
 use std::collections::HashMap;
 use std::io::Write;
@@ -132,6 +134,7 @@ pub async fn run_until(
                 hyperspace::TOPIC_PREFIX.to_owned(),
                 Arc::new(hyperspace::GossipGate::new()),
             )],
+            budget: topics::Budget::default(),
         },
     )?;
     let (mesh_tx, mesh_rx) = mpsc::channel(4096);

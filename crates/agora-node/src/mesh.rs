@@ -2,12 +2,20 @@
 //!
 //! Transport TCP + Noise + Yamux; behaviours identify, ping, Kademlia (server mode, protocol
 //! `/agora/kad/1.0.0`, addresses learned from identify, inbound records handed to the services
-//! for verification before they are stored), gossipsub (1 MiB messages, content-hash message
-//! ids, a subscription filter sized for per-peer topics, application validation) and two
-//! request-response protocols: `/agora/envelope/1.0.0` for directed AGH envelopes and
-//! `/agora/hyperspace/1.0.0` for node-to-node Hyperspace requests (tool invocation, discovery
-//! answers). Bootstrap addresses are dialled at start and re-dialled with exponential backoff
-//! whenever the connection is lost.
+//! for verification before they are stored), gossipsub and two request-response protocols:
+//! `/agora/envelope/1.0.0` for directed AGH envelopes and `/agora/hyperspace/1.0.0` for
+//! node-to-node Hyperspace requests (tool invocation, discovery answers). Bootstrap addresses are
+//! dialled at start and re-dialled with exponential backoff whenever the connection is lost.
+//!
+//! Gossipsub (`docs/node.md` "Gossip topics" and "Gossip limits"):
+//! - message ids are js-libp2p's ([`message_id`]), so IHAVE/IWANT work in a mixed mesh;
+//! - its inbound streams are read frame by frame by [`crate::frames`], so a bad frame is
+//!   skipped instead of silencing the peer; frames may be [`MAX_FRAME_BYTES`] long, messages
+//!   [`MAX_MESSAGE_BYTES`] (the application limit, enforced at validation);
+//! - the topics joined are decided by [`crate::topics`] within a fixed budget; topics shared by
+//!   interested nodes are met through a DHT rendezvous;
+//! - messages are held for validation (inline validators by topic prefix, else the owning
+//!   service) and every refusal is counted and logged once per peer.
 //!
 //! The swarm is `!Sync`, so [`run`] owns it and is driven by a bounded command channel; it never
 //! blocks on its event channel (events queue locally, gossip beyond the queue bound is ignored),
@@ -19,12 +27,14 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::connmgr::{ConnManager, Limits};
+use crate::frames::{self, FrameGuard};
 use crate::gated::Gated;
+use crate::topics::{self, Topics};
 
 use futures::{AsyncReadExt, AsyncWriteExt, StreamExt};
 use libp2p::gossipsub::{
-    self, AllowAllSubscriptionFilter, IdentTopic, IdentityTransform, MaxCountSubscriptionFilter,
-    MessageAcceptance, MessageId, TopicHash,
+    self, AllowAllSubscriptionFilter, IdentTopic, MaxCountSubscriptionFilter, MessageAcceptance,
+    MessageId,
 };
 use libp2p::kad::{self, store::MemoryStore};
 use libp2p::multiaddr::Protocol;
@@ -44,8 +54,19 @@ pub const ENVELOPE_PROTOCOL: StreamProtocol = StreamProtocol::new("/agora/envelo
 pub const HYPERSPACE_PROTOCOL: StreamProtocol = StreamProtocol::new("/agora/hyperspace/1.0.0");
 /// Identify protocol version shared by every Agora node.
 pub const IDENTIFY_VERSION: &str = "/agora/1.0.0";
-/// Largest gossip message and directed request: one envelope (1 MiB) plus headroom.
+/// Largest gossip message (the application limit, checked at validation) and directed request:
+/// one 1 MiB payload plus its envelope.
 pub const MAX_MESSAGE_BYTES: usize = (1 << 20) + 4096;
+/// Largest control part of one gossipsub RPC (subscriptions, IHAVE, IWANT, GRAFT, PRUNE…) we
+/// accept: a peer's subscription list of a few thousand topics, or a full IHAVE of 5,000 ids.
+pub const MAX_CONTROL_BYTES: usize = 256 * 1024;
+/// Largest gossipsub frame we read: a message at the application limit, a control part at its
+/// limit (js-libp2p piggybacks control on messages) and the protobuf fields around them. Larger
+/// frames are skipped unread ([`crate::frames`]).
+pub const MAX_FRAME_BYTES: usize = MAX_MESSAGE_BYTES + MAX_CONTROL_BYTES + 4096;
+/// Most topics one peer may be subscribed to, and most subscription changes in one RPC, that we
+/// track (past them gossipsub ignores that RPC's subscriptions).
+const MAX_PEER_TOPICS: usize = 5000;
 /// Largest directed response (an acknowledgement).
 const MAX_RESPONSE_BYTES: u64 = 64 * 1024;
 /// Largest Hyperspace response (a tool's result).
@@ -56,6 +77,10 @@ pub const MAX_RECORD_BYTES: usize = 256 * 1024;
 const HS_REQUEST_TIMEOUT: Duration = Duration::from_secs(40);
 /// Lifetime of DHT records stored for others (refreshed by their publishers).
 const RECORD_TTL: Duration = Duration::from_secs(60 * 60);
+/// Lifetime of provider records (capability tags, topic rendezvous) and how often a node
+/// re-provides its own: short enough that providers that left fade within hours.
+const PROVIDER_TTL: Duration = Duration::from_secs(2 * 60 * 60);
+const PROVIDER_REPUBLISH: Duration = Duration::from_secs(60 * 60);
 /// How soon a bootstrap peer that went away is dialled again while the node still has other
 /// connections (it is dialled at once, with a short backoff, when the node has none).
 const REJOIN_INTERVAL: Duration = Duration::from_secs(60);
@@ -89,8 +114,12 @@ pub enum Command {
         /// Payload.
         data: Vec<u8>,
     },
-    /// Subscribe to a gossip topic.
+    /// This node's own functions use a gossip topic: join it (within the topic budget, see
+    /// [`crate::topics`]) and meet the other nodes interested in it.
     Subscribe(String),
+    /// This node's own functions no longer use a gossip topic (it is left unless another reason
+    /// keeps it).
+    Unsubscribe(String),
     /// Report the verdict on a gossip message received with validation pending.
     Validated {
         /// Message id.
@@ -168,6 +197,10 @@ pub struct Status {
     pub connected: Vec<String>,
     /// Subscribed gossip topics.
     pub topics: Vec<String>,
+    /// The topic budget as it stands.
+    pub topic_budget: topics::Report,
+    /// Gossip refused, by reason.
+    pub refused: std::collections::BTreeMap<&'static str, u64>,
 }
 
 /// Events from the mesh task.
@@ -223,10 +256,7 @@ struct Behaviour {
     identify: Gated<identify::Behaviour>,
     ping: Gated<ping::Behaviour>,
     kad: Gated<kad::Behaviour<MemoryStore>>,
-    gossipsub: gossipsub::Behaviour<
-        IdentityTransform,
-        MaxCountSubscriptionFilter<AllowAllSubscriptionFilter>,
-    >,
+    gossipsub: FrameGuard,
     direct: Gated<request_response::Behaviour<BytesCodec>>,
     hs: Gated<request_response::Behaviour<BytesCodec>>,
 }
@@ -279,6 +309,8 @@ pub struct MeshConfig {
     /// Inline validators by topic prefix (the first match applies); gossip on other topics is
     /// validated by the service that receives it.
     pub validators: Vec<(String, Arc<dyn GossipValidator>)>,
+    /// The topic budget.
+    pub budget: topics::Budget,
 }
 
 /// The mesh could not start.
@@ -297,12 +329,22 @@ pub enum MeshError {
     },
 }
 
-/// The mesh's gossipsub message id: a content hash (first 16 bytes of SHA-256 of the payload).
-/// The same envelope bytes always get the same id, so a republished envelope is deduplicated by
-/// gossipsub itself.
-pub fn content_id(message: &gossipsub::Message) -> MessageId {
-    use sha2::Digest as _;
-    MessageId::new(&sha2::Sha256::digest(&message.data)[..16])
+/// The mesh's gossipsub message id, js-libp2p's for signed messages: the publisher's protobuf
+/// public key ‖ the 8-byte big-endian sequence number
+/// ([`agora_hyperspace::peer_id::gossip_message_id`]). Messages without a publisher or sequence
+/// number are refused by strict validation before an id matters; they get a content hash.
+/// Replays of an envelope under a new sequence number are refused by the envelope's own replay
+/// window, not by the id.
+pub fn message_id(message: &gossipsub::Message) -> MessageId {
+    match (message.source, message.sequence_number) {
+        (Some(source), Some(seqno)) => MessageId::new(
+            &agora_hyperspace::peer_id::gossip_message_id(&source.to_bytes(), seqno),
+        ),
+        _ => {
+            use sha2::Digest as _;
+            MessageId::new(&sha2::Sha256::digest(&message.data)[..16])
+        }
+    }
 }
 
 fn build_swarm(
@@ -321,8 +363,9 @@ fn build_swarm(
         .with_behaviour(|key| {
             let peer_id = key.public().to_peer_id();
             let gossip_config = gossipsub::ConfigBuilder::default()
-                .max_transmit_size(MAX_MESSAGE_BYTES)
-                .message_id_fn(content_id)
+                .max_transmit_size(MAX_FRAME_BYTES)
+                .max_control_message_size(MAX_CONTROL_BYTES)
+                .message_id_fn(message_id)
                 .validate_messages()
                 .validation_mode(gossipsub::ValidationMode::Strict)
                 .heartbeat_interval(heartbeat)
@@ -335,8 +378,8 @@ fn build_swarm(
                 .map_err(|e| io::Error::other(e.to_string()))?;
             let filter = MaxCountSubscriptionFilter {
                 filter: AllowAllSubscriptionFilter {},
-                max_subscribed_topics: 10_000,
-                max_subscriptions_per_request: 1_000,
+                max_subscribed_topics: MAX_PEER_TOPICS,
+                max_subscriptions_per_request: MAX_PEER_TOPICS,
             };
             let gossipsub = gossipsub::Behaviour::new_with_subscription_filter(
                 gossipsub::MessageAuthenticity::Signed(key.clone()),
@@ -344,10 +387,13 @@ fn build_swarm(
                 filter,
             )
             .map_err(io::Error::other)?;
+            let gossipsub = FrameGuard::new(gossipsub, MAX_FRAME_BYTES);
             let mut kad_config = kad::Config::new(KAD_PROTOCOL);
             kad_config
                 .set_record_filtering(kad::StoreInserts::FilterBoth)
                 .set_record_ttl(Some(RECORD_TTL))
+                .set_provider_record_ttl(Some(PROVIDER_TTL))
+                .set_provider_publication_interval(Some(PROVIDER_REPUBLISH))
                 // Publishers re-sign and re-put their records themselves.
                 .set_publication_interval(None)
                 .set_max_packet_size(MAX_RECORD_BYTES + 16 * 1024)
@@ -413,6 +459,7 @@ pub fn start(keypair: &identity::Keypair, cfg: &MeshConfig) -> Result<Mesh, Mesh
         bootstrap,
         limits: cfg.limits,
         validators: cfg.validators.clone(),
+        budget: cfg.budget,
     })
 }
 
@@ -528,6 +575,7 @@ pub struct Mesh {
     bootstrap: Join,
     limits: Limits,
     validators: Vec<(String, Arc<dyn GossipValidator>)>,
+    budget: topics::Budget,
 }
 
 impl std::fmt::Debug for Mesh {
@@ -561,6 +609,8 @@ struct Outgoing {
 enum KadWait {
     Providers(PeersReply, HashSet<PeerId>),
     Records(ValuesReply, Vec<Vec<u8>>),
+    /// A topic rendezvous: dial up to this many of the providers found.
+    Rendezvous(usize, HashSet<PeerId>),
 }
 
 /// What the mesh task keeps between events.
@@ -570,6 +620,12 @@ struct Pending {
     replies: HashMap<(Proto, OutboundRequestId), Outgoing>,
     lookups: HashMap<kad::QueryId, Vec<Outgoing>>,
     kad: HashMap<kad::QueryId, KadWait>,
+    /// The topic budget.
+    topics: Topics,
+    /// The topic plan must be recomputed.
+    replan: bool,
+    /// Peers whose connection the frame guard closed, to dial back once it is gone.
+    resets: HashSet<PeerId>,
 }
 
 impl Behaviour {
@@ -588,21 +644,24 @@ pub async fn run(mesh: Mesh, mut commands: mpsc::Receiver<Command>, events: mpsc
         mut bootstrap,
         limits,
         validators,
+        budget,
     } = mesh;
+    let local = *swarm.local_peer_id();
     let mut queue: VecDeque<Event> = VecDeque::new();
     let mut pending = Pending {
         conns: ConnManager::new(limits),
         replies: HashMap::new(),
         lookups: HashMap::new(),
         kad: HashMap::new(),
+        topics: Topics::new(budget, local),
+        replan: false,
+        resets: HashSet::new(),
     };
     let mut listen: Vec<Multiaddr> = Vec::new();
     let mut redial = tokio::time::interval(Duration::from_millis(250));
     redial.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut trim = tokio::time::interval(Duration::from_secs(1));
     trim.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    let local = *swarm.local_peer_id();
-    let mut subscribed: HashSet<TopicHash> = HashSet::new();
     // Publications gossipsub could not queue yet (every peer's send queue was full). While any
     // wait, no new command is taken: the services block on the bounded command channel and the
     // agents' sockets fill up, so a fast publisher is slowed down instead of losing messages.
@@ -612,7 +671,7 @@ pub async fn run(mesh: Mesh, mut commands: mpsc::Receiver<Command>, events: mpsc
         tokio::select! {
             command = commands.recv(), if stalled.is_empty() => {
                 let Some(command) = command else { break };
-                handle_command(&mut swarm, command, &mut pending, &listen, &mut subscribed, &mut stalled);
+                handle_command(&mut swarm, command, &mut pending, &listen, &mut stalled);
             }
             _ = retry.tick(), if !stalled.is_empty() => {
                 while let Some((topic, data)) = stalled.pop_front() {
@@ -623,7 +682,7 @@ pub async fn run(mesh: Mesh, mut commands: mpsc::Receiver<Command>, events: mpsc
                 }
             }
             event = swarm.select_next_some() => {
-                handle_swarm_event(&mut swarm, event, &mut queue, &mut pending, &mut listen, &mut bootstrap, &mut subscribed, local, &validators);
+                handle_swarm_event(&mut swarm, event, &mut queue, &mut pending, &mut listen, &mut bootstrap, local, &validators);
             }
             permit = events.reserve(), if !queue.is_empty() => {
                 let Ok(permit) = permit else { break };
@@ -640,7 +699,78 @@ pub async fn run(mesh: Mesh, mut commands: mpsc::Receiver<Command>, events: mpsc
                     tracing::debug!(%peer, "closing an unused connection");
                     let _ = swarm.disconnect_peer_id(peer);
                 }
+                // Lingering reasons expire and rendezvous lookups fall due with time.
+                pending.replan = true;
             }
+        }
+        if std::mem::take(&mut pending.replan) {
+            apply_topic_plan(&mut swarm, &mut pending);
+        }
+    }
+}
+
+/// Recomputes the topic plan and carries it out.
+fn apply_topic_plan(swarm: &mut Swarm<Behaviour>, pending: &mut Pending) {
+    for action in pending.topics.plan(std::time::Instant::now()) {
+        let b = swarm.behaviour_mut();
+        match action {
+            topics::Action::Subscribe(t) => {
+                if let Err(e) = b.gossipsub.subscribe(&IdentTopic::new(&t)) {
+                    tracing::warn!(topic = %t, error = %e, "cannot join a gossip topic");
+                }
+            }
+            topics::Action::Unsubscribe(t) => {
+                b.gossipsub.unsubscribe(&IdentTopic::new(t));
+            }
+            topics::Action::Provide(t) => {
+                if let Err(e) = b
+                    .kad
+                    .start_providing(kad::RecordKey::new(&topics::rendezvous_key(&t)))
+                {
+                    tracing::debug!(topic = %t, error = ?e, "cannot provide a topic rendezvous");
+                }
+            }
+            topics::Action::StopProviding(t) => {
+                b.kad
+                    .stop_providing(&kad::RecordKey::new(&topics::rendezvous_key(&t)));
+            }
+            topics::Action::Lookup { topic, dials } => {
+                let id = b
+                    .kad
+                    .get_providers(kad::RecordKey::new(&topics::rendezvous_key(&topic)));
+                pending
+                    .kad
+                    .insert(id, KadWait::Rendezvous(dials, HashSet::new()));
+            }
+            topics::Action::Refused(t) => tracing::warn!(
+                topic = %t,
+                "topic budget full: not joined; this node's agents on it are not reached by other nodes"
+            ),
+        }
+    }
+}
+
+/// Dials up to `dials` of the rendezvous providers found that are not connected yet.
+fn dial_providers(swarm: &mut Swarm<Behaviour>, found: HashSet<PeerId>, dials: usize) {
+    let local = *swarm.local_peer_id();
+    let mut fresh: Vec<PeerId> = found
+        .into_iter()
+        .filter(|p| *p != local && !swarm.is_connected(p))
+        .collect();
+    // A random choice spreads the links over the providers.
+    let mut seed = [0u8; 8];
+    if getrandom::fill(&mut seed).is_ok() {
+        let mut x = u64::from_le_bytes(seed) | 1;
+        for i in (1..fresh.len()).rev() {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            fresh.swap(i, (x % (i as u64 + 1)) as usize);
+        }
+    }
+    for peer in fresh.into_iter().take(dials) {
+        if let Err(e) = swarm.dial(peer) {
+            tracing::debug!(%peer, error = %e, "rendezvous dial failed");
         }
     }
 }
@@ -691,31 +821,36 @@ fn handle_command(
     command: Command,
     pending: &mut Pending,
     listen: &[Multiaddr],
-    subscribed: &mut HashSet<TopicHash>,
     stalled: &mut VecDeque<(IdentTopic, Vec<u8>)>,
 ) {
     let b = swarm.behaviour_mut();
     match command {
+        // Publishing needs no subscription: gossipsub sends to the topic's known subscribers.
         Command::Publish { topic, data } => {
-            let topic = IdentTopic::new(topic);
-            if subscribed.insert(topic.hash()) {
-                let _ = b.gossipsub.subscribe(&topic);
-            }
-            if let Err(back) = publish(swarm, topic, data) {
+            if let Err(back) = publish(swarm, IdentTopic::new(topic), data) {
                 stalled.push_back(back);
             }
         }
         Command::Subscribe(topic) => {
-            let topic = IdentTopic::new(topic);
-            if subscribed.insert(topic.hash()) {
-                let _ = b.gossipsub.subscribe(&topic);
-            }
+            pending.topics.join_local(&topic);
+            pending.replan = true;
+        }
+        Command::Unsubscribe(topic) => {
+            pending.topics.leave_local(&topic);
+            pending.replan = true;
         }
         Command::Validated {
             id,
             propagation_source,
             acceptance,
         } => {
+            if acceptance == MessageAcceptance::Reject {
+                b.gossipsub.refuse(
+                    propagation_source,
+                    frames::Reason::Invalid,
+                    "a message the node's services rejected",
+                );
+            }
             let _ =
                 b.gossipsub
                     .report_message_validation_result(&id, &propagation_source, acceptance);
@@ -796,6 +931,8 @@ fn handle_command(
                 listen: listen.iter().map(ToString::to_string).collect(),
                 connected,
                 topics,
+                topic_budget: pending.topics.report(),
+                refused: swarm.behaviour().gossipsub.refusals().counts(),
             });
         }
     }
@@ -809,10 +946,12 @@ fn handle_swarm_event(
     pending: &mut Pending,
     listen: &mut Vec<Multiaddr>,
     bootstrap: &mut Join,
-    subscribed: &mut HashSet<TopicHash>,
     local: PeerId,
     validators: &[(String, Arc<dyn GossipValidator>)],
 ) {
+    pending
+        .resets
+        .extend(swarm.behaviour_mut().gossipsub.take_reset());
     match event {
         SwarmEvent::NewListenAddr { address, .. } => {
             let full = address.with_p2p(local).unwrap_or_else(|a| a);
@@ -833,7 +972,10 @@ fn handle_swarm_event(
                     .add_address(&peer_id, endpoint.get_remote_address().clone());
             }
             if num_established.get() == 1 {
-                pending.conns.connected(peer_id, std::time::Instant::now());
+                let now = std::time::Instant::now();
+                pending.conns.connected(peer_id, now);
+                pending.topics.peer_connected(peer_id, now);
+                pending.replan = true;
                 queue.push_back(Event::Connected(peer_id));
             }
         }
@@ -843,8 +985,18 @@ fn handle_swarm_event(
             ..
         } => {
             pending.conns.disconnected(&peer_id);
+            pending
+                .topics
+                .peer_disconnected(&peer_id, std::time::Instant::now());
+            pending.replan = true;
             let alone = swarm.connected_peers().next().is_none();
             bootstrap.on_disconnected(peer_id, alone);
+            if pending.resets.remove(&peer_id) {
+                // Closed for broken gossip framing: a new connection starts its streams afresh.
+                if let Err(e) = swarm.dial(peer_id) {
+                    tracing::debug!(%peer_id, error = %e, "cannot dial a reset peer back");
+                }
+            }
         }
         SwarmEvent::OutgoingConnectionError { peer_id, error, .. } => {
             tracing::debug!(?peer_id, %error, "outgoing connection failed");
@@ -853,9 +1005,15 @@ fn handle_swarm_event(
             peer_id,
             info,
             ..
-        })) if info.protocols.contains(&KAD_PROTOCOL) => {
-            for addr in info.listen_addrs {
-                swarm.behaviour_mut().kad.add_address(&peer_id, addr);
+        })) => {
+            pending
+                .topics
+                .peer_identified(&peer_id, info.protocol_version == IDENTIFY_VERSION);
+            pending.replan = true;
+            if info.protocols.contains(&KAD_PROTOCOL) {
+                for addr in info.listen_addrs {
+                    swarm.behaviour_mut().kad.add_address(&peer_id, addr);
+                }
             }
         }
         SwarmEvent::Behaviour(BehaviourEvent::Gossipsub(event)) => match event {
@@ -865,8 +1023,19 @@ fn handle_swarm_event(
                 message,
             } => {
                 let topic = message.topic.as_str();
+                pending.topics.traffic(topic, std::time::Instant::now());
                 // With the event queue full, drop it (benignly) rather than grow without bound.
-                let verdict = if queue.len() >= EVENT_QUEUE {
+                let verdict = if message.data.len() > MAX_MESSAGE_BYTES {
+                    swarm.behaviour_mut().gossipsub.refuse(
+                        propagation_source,
+                        frames::Reason::OverLimit,
+                        &format!(
+                            "a {}-byte message on {topic} is over the {MAX_MESSAGE_BYTES}-byte limit",
+                            message.data.len()
+                        ),
+                    );
+                    Verdict::Reject
+                } else if queue.len() >= EVENT_QUEUE {
                     Verdict::Ignore
                 } else {
                     validators
@@ -874,6 +1043,13 @@ fn handle_swarm_event(
                         .find(|(prefix, _)| topic.starts_with(prefix.as_str()))
                         .map_or(Verdict::Defer, |(_, v)| v.validate(topic, &message.data))
                 };
+                if verdict == Verdict::Reject && message.data.len() <= MAX_MESSAGE_BYTES {
+                    swarm.behaviour_mut().gossipsub.refuse(
+                        propagation_source,
+                        frames::Reason::Invalid,
+                        &format!("an invalid message on {topic}"),
+                    );
+                }
                 if let Some(acceptance) = verdict.acceptance() {
                     let _ = swarm
                         .behaviour_mut()
@@ -895,22 +1071,24 @@ fn handle_swarm_event(
                     });
                 }
             }
-            // Relay every AGH channel and every Hyperspace capabilities topic a neighbour uses,
-            // so that nodes without local agents in a channel still carry its broadcasts between
-            // the nodes that have some, and every node hears every capability card.
-            gossipsub::Event::Subscribed { topic, .. }
-                if topic.as_str().starts_with(crate::agh::TOPIC_PREFIX)
-                    || topic
-                        .as_str()
-                        .starts_with(agora_hyperspace::announce::CAPABILITIES_PREFIX) =>
-            {
-                if subscribed.insert(topic.clone()) {
-                    let _ = swarm
-                        .behaviour_mut()
-                        .gossipsub
-                        .subscribe(&IdentTopic::new(topic.as_str()));
+            // What neighbours subscribe to feeds the topic budget (their own card topics, topics
+            // relayed for peers that are not Agora nodes, rendezvous); the services hear of new
+            // subscribers to the AGH channels and capability topics this node is in.
+            gossipsub::Event::Subscribed { peer_id, topic } => {
+                let now = std::time::Instant::now();
+                pending.topics.peer_subscribed(peer_id, topic.as_str(), now);
+                pending.replan = true;
+                let t = topic.as_str();
+                if pending.topics.is_joined(t)
+                    && (t.starts_with(topics::AGH_PREFIX)
+                        || t.starts_with(agora_hyperspace::announce::CAPABILITIES_PREFIX))
+                {
+                    queue.push_back(Event::Subscribed(topic.into_string()));
                 }
-                queue.push_back(Event::Subscribed(topic.into_string()));
+            }
+            gossipsub::Event::Unsubscribed { peer_id, topic } => {
+                pending.topics.peer_unsubscribed(&peer_id, topic.as_str());
+                pending.replan = true;
             }
             _ => {}
         },
@@ -957,15 +1135,23 @@ fn handle_swarm_event(
             step,
             ..
         })) => {
-            if let Some(KadWait::Providers(_, found)) = pending.kad.get_mut(&id)
+            if let Some(KadWait::Providers(_, found) | KadWait::Rendezvous(_, found)) =
+                pending.kad.get_mut(&id)
                 && let Ok(kad::GetProvidersOk::FoundProviders { providers, .. }) = result
             {
                 found.extend(providers);
             }
-            if step.last
-                && let Some(KadWait::Providers(reply, found)) = pending.kad.remove(&id)
-            {
-                let _ = reply.send(found.into_iter().collect());
+            if step.last {
+                match pending.kad.remove(&id) {
+                    Some(KadWait::Providers(reply, found)) => {
+                        let _ = reply.send(found.into_iter().collect());
+                    }
+                    Some(KadWait::Rendezvous(dials, found)) => dial_providers(swarm, found, dials),
+                    Some(other) => {
+                        pending.kad.insert(id, other);
+                    }
+                    None => {}
+                }
             }
         }
         SwarmEvent::Behaviour(BehaviourEvent::Kad(kad::Event::OutboundQueryProgressed {

@@ -3,7 +3,8 @@
 //!
 //! HTTP API (JSON everywhere):
 //! - `GET /healthz` → `{"status":"ok"}`
-//! - `GET /status` → node id, listen addresses, connected nodes, topics, AGH counters
+//! - `GET /status` → node id, listen addresses, connected nodes, topics, gossip limits, topic
+//!   budget and refusals, AGH counters
 //! - `GET /agh/v0/peers[?channel=C]` → `{"peers":[…]}`
 //! - `POST /agh/v0/envelopes` → body: one envelope per line; processed in order as one short-lived
 //!   agent connection (so a body can greet and then send); answers `{"results":[verdict…]}`
@@ -163,6 +164,20 @@ async fn status(State(state): State<AppState>) -> Response {
         "faces": state.faces.iter().cloned().collect::<std::collections::BTreeMap<_, _>>(),
         "connected": mesh.connected,
         "topics": mesh.topics,
+        "gossip": {
+            "message_limit": mesh::MAX_MESSAGE_BYTES,
+            "frame_limit": mesh::MAX_FRAME_BYTES,
+            "topic_budget": {
+                "max_topics": mesh.topic_budget.max_topics,
+                "max_bytes": mesh.topic_budget.max_bytes,
+                "topics": mesh.topic_budget.topics,
+                "bytes": mesh.topic_budget.bytes,
+                "by_class": mesh.topic_budget.by_class,
+                "rendezvous": mesh.topic_budget.rendezvous,
+                "refused": mesh.topic_budget.refused,
+            },
+            "refused": mesh.refused,
+        },
         "agh": agh,
     }))
     .into_response()

@@ -44,13 +44,15 @@ pub struct HeldRecord {
 }
 
 impl Service {
-    /// At start: subscribe to discovery asks, put back the records held before a restart, and
-    /// announce our card.
+    /// At start: join our capability topic (neighbours follow it because we are in it) and the
+    /// discovery asks, put back the records held before a restart, and announce our card.
     pub(super) async fn start_announcing(&mut self, records: Vec<(String, String)>) {
-        let _ = self
-            .mesh
-            .send(mesh::Command::Subscribe(DISCOVERY_TOPIC.to_owned()))
-            .await;
+        for topic in [
+            announce::capabilities_topic(&self.peer_id),
+            DISCOVERY_TOPIC.to_owned(),
+        ] {
+            let _ = self.mesh.send(mesh::Command::Subscribe(topic)).await;
+        }
         let now = now_ms();
         let limits = *self.tools.cards().limits();
         for (peer, record) in records {
