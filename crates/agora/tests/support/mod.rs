@@ -185,6 +185,37 @@ pub(crate) async fn eventually<T>(
     }
 }
 
+/// `tool.register(params)` on `provider`, which must stay open while the tool is to exist;
+/// returns the tool id.
+pub(crate) async fn register_tool(provider: &mut Ws, params: Value) -> String {
+    let r = rpc_call(provider, 1, "tool.register", params).await;
+    r["result"]["toolId"]
+        .as_str()
+        .unwrap_or_else(|| panic!("tool.register answers a tool id: {r}"))
+        .to_owned()
+}
+
+/// Polls `tool.discover(params)` on `client` until it lists `tool`, for up to `timeout`;
+/// returns the record.
+pub(crate) async fn discover_tool(
+    client: &mut Ws,
+    params: Value,
+    tool: &str,
+    timeout: Duration,
+) -> Option<Value> {
+    let mut id = 100;
+    eventually(timeout, async || {
+        id += 1;
+        let r = rpc_call(client, id, "tool.discover", params.clone()).await;
+        r["result"]["tools"]
+            .as_array()?
+            .iter()
+            .find(|t| t["id"] == tool)
+            .cloned()
+    })
+    .await
+}
+
 /// GET a JSON document from a node's HTTP API.
 pub(crate) async fn get_json(base: &str, path: &str) -> Value {
     http_json("GET", base, path, None).await
