@@ -24,6 +24,7 @@ const { tcp } = await import('@libp2p/tcp')
 const { noise } = await import('@chainsafe/libp2p-noise')
 const { yamux } = await import('@chainsafe/libp2p-yamux')
 const { identify } = await import('@libp2p/identify')
+const { ping } = await import('@libp2p/ping')
 const { gossipsub } = await import('@libp2p/gossipsub')
 const { generateKeyPairFromSeed } = await import('@libp2p/crypto/keys')
 const { multiaddr } = await import('@multiformats/multiaddr')
@@ -46,6 +47,10 @@ const node = await createLibp2p({
   streamMuxers: [yamux()],
   services: {
     identify: identify(),
+    // js-libp2p's connection monitor pings every connection every 10 s and aborts it when the
+    // ping fails; rust-libp2p stops answering pings on a connection where its own ping was
+    // refused, so a peer without this service loses its connection to Agora after 10–15 s.
+    ping: ping(),
     pubsub: gossipsub({ globalSignaturePolicy: 'StrictSign', emitSelf: false })
   }
 })
