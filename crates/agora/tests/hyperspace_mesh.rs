@@ -10,7 +10,10 @@ use std::time::Duration;
 
 use futures::{SinkExt, StreamExt};
 use serde_json::{Value, json};
-use support::{Node, connected, eventually, get_json, rpc_call, rpc_connect, spawn_node};
+use support::{
+    Node, connected, discover_tool, eventually, get_json, register_tool, rpc_call, rpc_connect,
+    spawn_node,
+};
 use tokio_tungstenite::tungstenite::Message;
 
 /// Starts A, B (joins A) and C (joins B) and waits until the line is connected.
@@ -28,10 +31,8 @@ async fn line(dir: &std::path::Path) -> (Node, Node, Node) {
 }
 
 async fn register_search_tool(provider: &mut support::Ws) -> String {
-    let r = rpc_call(
+    register_tool(
         provider,
-        1,
-        "tool.register",
         json!({
             "name": "web-search",
             "description": "Search the web and return links",
@@ -39,31 +40,17 @@ async fn register_search_tool(provider: &mut support::Ws) -> String {
             "capabilities": ["search", "web"]
         }),
     )
-    .await;
-    r["result"]["toolId"]
-        .as_str()
-        .expect("a tool id")
-        .to_owned()
+    .await
 }
 
 /// Polls `tool.discover` on `client` until it lists `tool`; returns the record.
 async fn discover_until_found(client: &mut support::Ws, tool: &str) -> Value {
-    let mut id = 100;
-    eventually(Duration::from_secs(20), async || {
-        id += 1;
-        let r = rpc_call(
-            client,
-            id,
-            "tool.discover",
-            json!({"query": "web search", "capabilities": ["search"]}),
-        )
-        .await;
-        r["result"]["tools"]
-            .as_array()?
-            .iter()
-            .find(|t| t["id"] == tool)
-            .cloned()
-    })
+    discover_tool(
+        client,
+        json!({"query": "web search", "capabilities": ["search"]}),
+        tool,
+        Duration::from_secs(20),
+    )
     .await
     .expect("the tool is discovered")
 }

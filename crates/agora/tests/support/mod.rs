@@ -9,7 +9,7 @@
     clippy::needless_pass_by_value
 )]
 
-use std::io::{BufRead, BufReader};
+use std::io::{BufRead, BufReader, Write as _};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::mpsc as std_mpsc;
@@ -185,6 +185,37 @@ pub(crate) async fn eventually<T>(
     }
 }
 
+/// `tool.register(params)` on `provider`, which must stay open while the tool is to exist;
+/// returns the tool id.
+pub(crate) async fn register_tool(provider: &mut Ws, params: Value) -> String {
+    let r = rpc_call(provider, 1, "tool.register", params).await;
+    r["result"]["toolId"]
+        .as_str()
+        .unwrap_or_else(|| panic!("tool.register answers a tool id: {r}"))
+        .to_owned()
+}
+
+/// Polls `tool.discover(params)` on `client` until it lists `tool`, for up to `timeout`;
+/// returns the record.
+pub(crate) async fn discover_tool(
+    client: &mut Ws,
+    params: Value,
+    tool: &str,
+    timeout: Duration,
+) -> Option<Value> {
+    let mut id = 100;
+    eventually(timeout, async || {
+        id += 1;
+        let r = rpc_call(client, id, "tool.discover", params.clone()).await;
+        r["result"]["tools"]
+            .as_array()?
+            .iter()
+            .find(|t| t["id"] == tool)
+            .cloned()
+    })
+    .await
+}
+
 /// GET a JSON document from a node's HTTP API.
 pub(crate) async fn get_json(base: &str, path: &str) -> Value {
     http_json("GET", base, path, None).await
@@ -352,17 +383,60 @@ impl Drop for NatsServer {
     }
 }
 
-/// Starts `nats-server` (Debian package `nats-server`; `.ci/run` installs it).
+/// Whether something a test needs from outside the workspace (`what`: a program, or the
+/// Node.js packages of `tests/interop`) is `present`. When it is not, prints one line saying so
+/// and how to get it (`install`) and returns `false`, and the test returns early and passes as
+/// skipped; with `AGORA_REQUIRE_EXTERNAL=1` (as `.ci/run` sets) it panics instead, so CI never
+/// skips.
+pub(crate) fn external(what: &str, present: bool, install: &str) -> bool {
+    if present {
+        return true;
+    }
+    assert!(
+        std::env::var("AGORA_REQUIRE_EXTERNAL").as_deref() != Ok("1"),
+        "{what} not found ({install}), and AGORA_REQUIRE_EXTERNAL=1 makes that a failure"
+    );
+    // The test harness names the thread after the test.
+    let test = std::thread::current().name().unwrap_or("a test").to_owned();
+    let line = format!(
+        "skipped: {test}: {what} not found ({install}); set AGORA_REQUIRE_EXTERNAL=1 to make this a failure\n"
+    );
+    // Straight to the process's stderr, in one write: the harness would capture `eprintln!` of
+    // a passing test.
+    let _ = std::io::stderr().write_all(line.as_bytes());
+    false
+}
+
+/// Whether an executable named `program` is in a directory of `PATH`.
+pub(crate) fn on_path(program: &str) -> bool {
+    use std::os::unix::fs::PermissionsExt as _;
+    std::env::var_os("PATH").is_some_and(|paths| {
+        std::env::split_paths(&paths).any(|dir| {
+            std::fs::metadata(dir.join(program))
+                .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+        })
+    })
+}
+
+/// Starts `nats-server` (Debian package `nats-server`; `.ci/run` installs it), or `None` when it
+/// is not installed (see [`external`]).
 // The child is reaped by `NatsServer::drop`; a panic before that is a failing test anyway.
 #[allow(clippy::zombie_processes)]
-pub(crate) fn spawn_nats() -> NatsServer {
+pub(crate) fn spawn_nats() -> Option<NatsServer> {
+    if !external(
+        "nats-server",
+        on_path("nats-server"),
+        "apt-get install nats-server",
+    ) {
+        return None;
+    }
     let mut child = Command::new("nats-server")
         .args(["-a", "127.0.0.1", "-p", "-1"])
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()
-        .expect("nats-server runs (apt-get install nats-server)");
+        .expect("nats-server runs");
     let stderr = child.stderr.take().unwrap();
     let (tx, rx) = std_mpsc::channel();
     std::thread::spawn(move || {
@@ -378,10 +452,10 @@ pub(crate) fn spawn_nats() -> NatsServer {
             .recv_timeout(left)
             .expect("nats-server reports its client port");
         if let Some(addr) = line.split("Listening for client connections on ").nth(1) {
-            return NatsServer {
+            return Some(NatsServer {
                 child,
                 url: format!("nats://{}", addr.trim()),
-            };
+            });
         }
     }
 }
