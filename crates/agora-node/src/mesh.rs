@@ -347,6 +347,25 @@ pub fn message_id(message: &gossipsub::Message) -> MessageId {
     }
 }
 
+/// The most concurrent yamux streams per connection; chosen to bound stream receive windows.
+///
+/// rust-yamux closes the whole connection when a data frame's body exceeds 1 MiB, and
+/// js-libp2p's yamux sends data frames as large as the send window its peer granted. rust-yamux
+/// grows a stream's receive window (from 256 KiB) out of a per-connection pool of
+/// `max_connection_receive_window − max_num_streams × 256 KiB`, with a 1 GiB connection window by
+/// default, so after some traffic a js peer sending a large gossip message would kill the
+/// connection. libp2p-yamux exposes only the stream count: with 4,093 streams the pool is
+/// 1 GiB − 4,093 × 256 KiB = 768 KiB, so no stream's window ever exceeds 256 KiB + 768 KiB =
+/// 1 MiB. Memory stays bounded by the same 1 GiB connection window as with the defaults.
+pub const YAMUX_MAX_STREAMS: usize = 4093;
+
+/// Yamux as the mesh uses it (see [`YAMUX_MAX_STREAMS`]).
+fn yamux_config() -> yamux::Config {
+    let mut c = yamux::Config::default();
+    c.set_max_num_streams(YAMUX_MAX_STREAMS);
+    c
+}
+
 fn build_swarm(
     keypair: &identity::Keypair,
     cfg: &MeshConfig,
@@ -357,7 +376,7 @@ fn build_swarm(
         .with_tcp(
             tcp::Config::default().nodelay(true),
             noise::Config::new,
-            yamux::Config::default,
+            yamux_config,
         )
         .map_err(|e| MeshError::Build(e.to_string()))?
         .with_behaviour(|key| {
