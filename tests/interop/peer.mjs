@@ -37,6 +37,13 @@ const SHOW_BYTES = 64 * 1024
 // The node
 // ---------------------------------------------------------------------------------------------
 
+// `--no-ping`: run no ping service (js-libp2p's connection monitor still pings the peers);
+// `--monitor-ms N`: the connection monitor's ping interval (js-libp2p's default is 10 s).
+const argv = process.argv.slice(2)
+const noPing = argv.includes('--no-ping')
+const monitorAt = argv.indexOf('--monitor-ms')
+const monitorMs = monitorAt >= 0 ? Number(argv[monitorAt + 1]) : undefined
+
 const me = identity()
 const replay = new ReplayWindow()
 const node = await createLibp2p({
@@ -45,12 +52,12 @@ const node = await createLibp2p({
   transports: [tcp()],
   connectionEncrypters: [noise()],
   streamMuxers: [yamux()],
+  ...(monitorMs ? { connectionMonitor: { pingInterval: monitorMs } } : {}),
   services: {
     identify: identify(),
-    // js-libp2p's connection monitor pings every connection every 10 s and aborts it when the
-    // ping fails; rust-libp2p stops answering pings on a connection where its own ping was
-    // refused, so a peer without this service loses its connection to Agora after 10–15 s.
-    ping: ping(),
+    // The ping service, as js nodes usually run it (`--no-ping` leaves it out: the connection
+    // monitor still pings every connection and closes those whose ping fails).
+    ...(noPing ? {} : { ping: ping() }),
     pubsub: gossipsub({ globalSignaturePolicy: 'StrictSign', emitSelf: false })
   }
 })

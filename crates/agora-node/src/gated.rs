@@ -18,6 +18,7 @@
 //! The behaviour side is not gated: [`Gated`] dereferences to the wrapped behaviour, so callers
 //! use it exactly as before.
 
+use std::marker::PhantomData;
 use std::ops::{Deref, DerefMut};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -31,31 +32,54 @@ use libp2p::swarm::{
     SubstreamProtocol, THandlerInEvent, THandlerOutEvent, ToSwarm,
 };
 
-/// A behaviour whose connection handlers are wake-gated ([`GatedHandler`]).
-#[derive(Debug)]
-pub struct Gated<B> {
-    inner: B,
+/// A connection handler built around the handler of the behaviour it wraps (see [`Wrapped`]).
+pub trait WrapHandler<H: ConnectionHandler>:
+    ConnectionHandler<FromBehaviour = H::FromBehaviour, ToBehaviour = H::ToBehaviour>
+{
+    /// Wraps `inner`.
+    fn wrap(inner: H) -> Self;
 }
 
-impl<B> Gated<B> {
+/// A behaviour that is `B` in everything but its connection handlers, which are `W`s around
+/// `B`'s. It dereferences to `B`, so callers use it exactly as `B`.
+pub struct Wrapped<B, W> {
+    inner: B,
+    handler: PhantomData<fn() -> W>,
+}
+
+impl<B, W> Wrapped<B, W> {
     /// Wraps `inner`.
     pub fn new(inner: B) -> Self {
-        Self { inner }
+        Self {
+            inner,
+            handler: PhantomData,
+        }
     }
 }
 
-impl<B> Deref for Gated<B> {
+impl<B: std::fmt::Debug, W> std::fmt::Debug for Wrapped<B, W> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Wrapped")
+            .field("inner", &self.inner)
+            .finish()
+    }
+}
+
+impl<B, W> Deref for Wrapped<B, W> {
     type Target = B;
     fn deref(&self) -> &B {
         &self.inner
     }
 }
 
-impl<B> DerefMut for Gated<B> {
+impl<B, W> DerefMut for Wrapped<B, W> {
     fn deref_mut(&mut self) -> &mut B {
         &mut self.inner
     }
 }
+
+/// A behaviour whose connection handlers are wake-gated ([`GatedHandler`]).
+pub type Gated<B> = Wrapped<B, GatedHandler<<B as NetworkBehaviour>::ConnectionHandler>>;
 
 /// The four connection-setup methods of a [`NetworkBehaviour`] that wraps another (`self.inner`)
 /// and only wraps its connection handlers with `$wrap` (a function of `(&Self, inner handler)`
@@ -130,11 +154,15 @@ macro_rules! delegate_connection_setup {
 }
 pub(crate) use delegate_connection_setup;
 
-impl<B: NetworkBehaviour> NetworkBehaviour for Gated<B> {
-    type ConnectionHandler = GatedHandler<B::ConnectionHandler>;
+impl<B, W> NetworkBehaviour for Wrapped<B, W>
+where
+    B: NetworkBehaviour,
+    W: WrapHandler<B::ConnectionHandler> + 'static,
+{
+    type ConnectionHandler = W;
     type ToSwarm = B::ToSwarm;
 
-    crate::gated::delegate_connection_setup!(GatedHandler::new);
+    crate::gated::delegate_connection_setup!(W::wrap);
 
     fn on_swarm_event(&mut self, event: FromSwarm<'_>) {
         self.inner.on_swarm_event(event);
@@ -193,8 +221,8 @@ impl<H> std::fmt::Debug for GatedHandler<H> {
     }
 }
 
-impl<H> GatedHandler<H> {
-    fn new(inner: H) -> Self {
+impl<H: ConnectionHandler> WrapHandler<H> for GatedHandler<H> {
+    fn wrap(inner: H) -> Self {
         let flag = Arc::new(WakeFlag::default());
         Self {
             inner,
@@ -343,7 +371,7 @@ mod tests {
     fn polls_the_handler_only_after_its_wake_up_or_an_input() {
         let (task, waker) = counting_task();
         let mut cx = Context::from_waker(&waker);
-        let mut h = GatedHandler::new(Probe::default());
+        let mut h = GatedHandler::wrap(Probe::default());
         assert!(h.poll(&mut cx).is_pending());
         assert_eq!(h.inner.polls, 1, "the first poll goes through");
         for _ in 0..10 {
@@ -377,7 +405,7 @@ mod tests {
     fn inputs_are_polled_for_and_queued_events_drain() {
         let (_task, waker) = counting_task();
         let mut cx = Context::from_waker(&waker);
-        let mut h = GatedHandler::new(Probe::default());
+        let mut h = GatedHandler::wrap(Probe::default());
         assert!(h.poll(&mut cx).is_pending());
         h.on_behaviour_event(7);
         h.on_behaviour_event(8);
@@ -399,7 +427,7 @@ mod tests {
     fn a_wake_up_during_its_own_poll_is_not_lost() {
         let (task, waker) = counting_task();
         let mut cx = Context::from_waker(&waker);
-        let mut h = GatedHandler::new(Probe {
+        let mut h = GatedHandler::wrap(Probe {
             wake_self: true,
             ..Probe::default()
         });

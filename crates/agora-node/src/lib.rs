@@ -15,6 +15,7 @@
 //! | [`agtp`] | the AGTP face: the Agent Name Service, its listener, TLS and client |
 //! | [`hyperspace`] | the Hyperspace service task (primitives, capability cards, discovery, invocation) |
 //! | [`nats`] | the NATS client carrying AGH |
+//! | [`frames`], [`topics`], [`pings`], [`gated`], [`connmgr`] | the mesh's parts: gossipsub's inbound reader, the topic budget, ping that keeps answering, wake-gated handlers, the connection manager |
 //! | [`rpc`] | the JSON-RPC 2.0 WebSocket face |
 //! | [`server`] | the AGH WebSocket face and the HTTP API |
 //!
@@ -32,6 +33,7 @@ pub mod hyperspace;
 pub mod keys;
 pub mod mesh;
 pub mod nats;
+pub mod pings;
 pub mod rpc;
 pub mod server;
 pub mod store;

@@ -40,9 +40,7 @@ use libp2p::kad::{self, store::MemoryStore};
 use libp2p::multiaddr::Protocol;
 use libp2p::request_response::{self, OutboundRequestId, ProtocolSupport, ResponseChannel};
 use libp2p::swarm::{NetworkBehaviour, SwarmEvent};
-use libp2p::{
-    Multiaddr, PeerId, StreamProtocol, Swarm, identify, identity, noise, ping, tcp, yamux,
-};
+use libp2p::{Multiaddr, PeerId, StreamProtocol, Swarm, identify, identity, noise, tcp, yamux};
 use tokio::sync::{mpsc, oneshot};
 use tokio::time::Instant;
 
@@ -254,7 +252,7 @@ pub enum Event {
 #[derive(NetworkBehaviour)]
 struct Behaviour {
     identify: Gated<identify::Behaviour>,
-    ping: Gated<ping::Behaviour>,
+    ping: Gated<crate::pings::Pings>,
     kad: Gated<kad::Behaviour<MemoryStore>>,
     gossipsub: FrameGuard,
     direct: Gated<request_response::Behaviour<BytesCodec>>,
@@ -448,7 +446,7 @@ fn build_swarm(
                     IDENTIFY_VERSION.to_owned(),
                     key.public(),
                 ))),
-                ping: Gated::new(ping::Behaviour::default()),
+                ping: Gated::new(crate::pings::Pings::new(libp2p::ping::Behaviour::default())),
                 kad: Gated::new(kad),
                 gossipsub,
                 direct: Gated::new(direct),

@@ -65,8 +65,14 @@ impl Drop for JsPeer {
 impl JsPeer {
     /// Starts a peer listening on 127.0.0.1 and waits for its `listening` event.
     async fn spawn() -> Self {
+        Self::spawn_with(&[]).await
+    }
+
+    /// A js peer started with `args` (see `peer.mjs`).
+    async fn spawn_with(args: &[&str]) -> Self {
         let mut child = Command::new("node")
             .arg("peer.mjs")
+            .args(args)
             .current_dir(interop_dir())
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
@@ -421,6 +427,30 @@ async fn capability_cards_cross_both_ways() {
         "js's message id for Agora's card is Agora's own"
     );
     drop(provider);
+}
+
+/// A js node that runs no ping service still answers nothing to Agora's ping, but its connection
+/// monitor pings Agora (here every 300 ms instead of every 10 s): Agora keeps answering, so the
+/// connection stays up (`agora_node::pings`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_js_peer_without_ping_stays_connected() {
+    if !js_available() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let node = spawn_node(&dir.path().join("a"), &[], 30, &[]);
+    let mut js = JsPeer::spawn_with(&["--no-ping", "--monitor-ms", "300"]).await;
+    js.dial(&node).await;
+    // Twenty monitor rounds: each is a ping that must be answered.
+    let until = tokio::time::Instant::now() + Duration::from_secs(6);
+    while tokio::time::Instant::now() < until {
+        assert_eq!(
+            js.connections().await,
+            BTreeSet::from([node.peer_id.clone()]),
+            "the js peer stays connected to the Agora node"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
 }
 
 /// 2. Two js peers that each know only the Agora node exchange envelopes on a task topic through
