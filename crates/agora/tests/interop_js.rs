@@ -596,6 +596,79 @@ async fn after_an_oversized_message_the_next_valid_one_arrives() {
     refused_at_least_once(&node, "frame_too_large").await;
 }
 
+/// The topics a node has joined (`GET /status`).
+async fn topics_of(node: &Node) -> BTreeSet<String> {
+    strings(&get_json(&node.http, "/status").await["topics"])
+}
+
+/// Two agents on different nodes that use the same task type reach each other, whatever lies
+/// between their nodes: js A on node 1 and js B on node 3 of a line 1–2–3. Node 2 has no interest
+/// in the topic and does not join it (no contagion); nodes 1 and 3 relay it for their js
+/// neighbours and provide the topic's rendezvous key (in so small a mesh Kademlia's bootstrap
+/// has connected 1 and 3 already; the benchmark of 200 and 500 nodes is where rendezvous has to
+/// bring nodes together). When the agents leave the topic, the nodes leave it too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn agents_on_different_nodes_meet_on_a_task_topic_and_nodes_leave_it_after_them() {
+    if !js_available() {
+        return;
+    }
+    const TOPIC: &str = "hyperspace/tasks/translate-fr";
+    let dir = tempfile::tempdir().unwrap();
+    let n1 = spawn_node(&dir.path().join("n1"), &[], 30, &[]);
+    let n2 = spawn_node(&dir.path().join("n2"), &[&n1.p2p], 30, &[]);
+    let n3 = spawn_node(&dir.path().join("n3"), &[&n2.p2p], 30, &[]);
+    let line = eventually(Duration::from_secs(20), async || {
+        let on2 = support::connected(&n2.http).await;
+        (on2.contains(&n1.peer_id) && on2.contains(&n3.peer_id)).then_some(())
+    })
+    .await;
+    assert!(line.is_some(), "1–2–3 connect");
+
+    let mut a = JsPeer::spawn().await;
+    let mut b = JsPeer::spawn().await;
+    for (js, node) in [(&mut a, &n1), (&mut b, &n3)] {
+        js.subscribe(&[TOPIC.to_owned()]).await;
+        js.dial(node).await;
+    }
+    // Nodes 1 and 3 find each other and form the topic's mesh; A's envelopes reach B and back.
+    let met = eventually(Duration::from_secs(30), async || {
+        let nonce = a.publish_envelope(TOPIC, None).await;
+        b.receive(TOPIC, &nonce, Duration::from_millis(500)).await?;
+        let nonce = b.publish_envelope(TOPIC, None).await;
+        a.receive(TOPIC, &nonce, Duration::from_millis(500)).await
+    })
+    .await;
+    assert!(
+        met.is_some(),
+        "js A on node 1 and js B on node 3 reach each other on {TOPIC}"
+    );
+    for (node, n) in [(&n1, 1), (&n2, 0), (&n3, 1)] {
+        assert_eq!(
+            gossip_status(node).await["topic_budget"]["rendezvous"],
+            n,
+            "rendezvous topics on {}",
+            node.peer_id
+        );
+    }
+    assert!(
+        !topics_of(&n2).await.contains(TOPIC),
+        "node 2, with no agent on {TOPIC}, did not join it"
+    );
+
+    // The agents leave the topic: so do their nodes.
+    for js in [&mut a, &mut b] {
+        js.call(json!({"cmd": "unsubscribe", "topics": [TOPIC]}))
+            .await;
+    }
+    for node in [&n1, &n3] {
+        let left = eventually(Duration::from_secs(20), async || {
+            (!topics_of(node).await.contains(TOPIC)).then_some(())
+        })
+        .await;
+        assert!(left.is_some(), "node {} leaves {TOPIC}", node.peer_id);
+    }
+}
+
 /// 6. A js peer following 250 topics does not stop the node from carrying one of them both
 ///    ways, and the node stays within its topic budget.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -228,3 +228,32 @@ async fn a_bootstrap_node_that_comes_back_is_reconnected() {
     assert_eq!(a2.p2p, a_addr);
     up(true).await.expect("B reconnects to A");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_channel_topic_is_left_when_its_last_local_agent_goes() {
+    let dir = tempfile::tempdir().unwrap();
+    let a = spawn_node(&dir.path().join("a"), &[], GREET, &[]);
+    let topic = format!("agh/v0/{CH}");
+    let joined = async |want: bool| {
+        let http = a.http.clone();
+        let topic = topic.clone();
+        eventually(Duration::from_secs(10), async || {
+            let status = support::get_json(&http, "/status").await;
+            let has = status["topics"]
+                .as_array()
+                .is_some_and(|t| t.iter().any(|t| t == topic.as_str()));
+            (has == want).then_some(status)
+        })
+        .await
+    };
+    let mut alice = Agent::connect(&a.agh, "alice.sess-9", CH).await;
+    alice.greet(&[]).await;
+    let status = joined(true)
+        .await
+        .expect("the node joins the channel's topic");
+    assert_eq!(status["gossip"]["topic_budget"]["by_class"]["local"], 3);
+    alice.close().await;
+    joined(false)
+        .await
+        .expect("the node leaves the channel's topic once alice is gone");
+}
