@@ -166,6 +166,7 @@ pub async fn run_until(
         tools: load_hs_tools(&store).await?,
         records: read_store(&store, store::Store::hs_records).await?,
     };
+    hyperspace::restore_tokens(&tokens, &restored.snapshots);
     let links = rpc::Links::default();
     let hs_task = tokio::spawn(hyperspace::run(
         store.clone(),

@@ -276,6 +276,19 @@ fn authorize(principal: &Principal, method: &str, params: Option<&Value>) -> Res
     }
 }
 
+/// Puts the session tokens of stored sessions back into `tokens`. Called before the JSON-RPC face
+/// serves, so that a token valid before a restart is never refused while the service starts.
+pub fn restore_tokens(tokens: &Mutex<HashMap<String, String>>, snapshots: &[Snapshot]) {
+    let Ok(mut tokens) = tokens.lock() else {
+        return;
+    };
+    for snap in snapshots {
+        if let Some(tok) = &snap.token {
+            tokens.insert(tok.clone(), snap.session.session_id.clone());
+        }
+    }
+}
+
 /// Runs the service until `inputs` closes.
 pub async fn run(
     store: Store,
@@ -421,10 +434,9 @@ impl Service {
         }
     }
 
+    /// Puts the stored sessions back (their tokens are put back by [`restore_tokens`] before the
+    /// JSON-RPC face opens).
     fn restore(&mut self, snapshots: Vec<Snapshot>) {
-        let Ok(mut tokens) = self.tokens.lock() else {
-            return;
-        };
         for snap in snapshots {
             let id = snap.session.session_id.clone();
             if let Some(b) = snap.budget {
@@ -432,9 +444,6 @@ impl Service {
             }
             if let Some(t) = snap.trace {
                 self.recursive.insert_trace(id.clone(), t);
-            }
-            if let Some(tok) = snap.token {
-                tokens.insert(tok, id.clone());
             }
             self.sessions.insert(snap.session);
         }
