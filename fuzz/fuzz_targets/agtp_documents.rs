@@ -24,7 +24,11 @@ fuzz_target!(|data: &[u8]| {
         let again = std::str::from_utf8(&canonical)
             .ok()
             .and_then(|t| jcs::canonicalize_str(t).ok());
-        assert_eq!(again.as_deref(), Some(canonical.as_slice()), "JCS is not a fixed point");
+        assert_eq!(
+            again.as_deref(),
+            Some(canonical.as_slice()),
+            "JCS is not a fixed point"
+        );
     }
     let Ok(value) = serde_json::from_str::<serde_json::Value>(text) else {
         return;
@@ -44,7 +48,9 @@ fuzz_target!(|data: &[u8]| {
     let mut verifier = Verifier::new(vec![key.verifying_key()]);
     for method in ["ACTIVATE", "REVOKE"] {
         assert!(
-            verifier.verify(method, Some(&value), 1_790_000_000_000).is_err(),
+            verifier
+                .verify(method, Some(&value), 1_790_000_000_000)
+                .is_err(),
             "an input nobody signed was accepted"
         );
     }

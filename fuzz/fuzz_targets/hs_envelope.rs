@@ -21,9 +21,14 @@ fuzz_target!(|data: &[u8]| {
         return;
     };
     if let Ok(env) = Envelope::parse(text) {
-        assert!(text.contains(env.d_json), "d_json is not the received bytes");
+        assert!(
+            text.contains(env.d_json),
+            "d_json is not the received bytes"
+        );
         let topic = announce::capabilities_topic(env.from);
-        if let Ok(verified) = agora_hyperspace::verify(text, &topic, env.ts, &mut ReplayWindow::default()) {
+        if let Ok(verified) =
+            agora_hyperspace::verify(text, &topic, env.ts, &mut ReplayWindow::default())
+        {
             if let Ok(message) = announce::read_message(&verified) {
                 let peer = match &message {
                     CapabilityMessage::Card(card) => card.peer_id.clone(),

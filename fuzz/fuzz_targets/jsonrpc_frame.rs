@@ -21,14 +21,19 @@ fuzz_target!(|data: &[u8]| {
             Err(RpcError::method_not_found())
         }
     }) {
-        assert!(serde_json::from_str::<serde_json::Value>(&reply).is_ok(), "reply is not JSON: {reply}");
+        assert!(
+            serde_json::from_str::<serde_json::Value>(&reply).is_ok(),
+            "reply is not JSON: {reply}"
+        );
     }
     if let Ok(req) = serde_json::from_str::<PeerRequest>(text) {
-        let again: PeerRequest = serde_json::from_str(&serde_json::to_string(&req).unwrap()).unwrap();
+        let again: PeerRequest =
+            serde_json::from_str(&serde_json::to_string(&req).unwrap()).unwrap();
         assert_eq!(again, req);
     }
     if let Ok(resp) = serde_json::from_str::<PeerResponse>(text) {
-        let again: PeerResponse = serde_json::from_str(&serde_json::to_string(&resp).unwrap()).unwrap();
+        let again: PeerResponse =
+            serde_json::from_str(&serde_json::to_string(&resp).unwrap()).unwrap();
         assert_eq!(again, resp);
     }
 });

@@ -8,6 +8,7 @@
 pub mod announce;
 pub mod card;
 pub mod envelope;
+pub mod frames;
 pub mod guard;
 pub mod jsonrpc;
 pub mod peer_id;

@@ -11,7 +11,8 @@
 //!
 //! [`FrameGuard`] wraps the gossipsub behaviour; its connection handler ([`FrameHandler`]) takes
 //! the negotiated inbound stream away from gossipsub's handler and reads it itself:
-//! - frames are delimited by their varint length prefix, exactly as gossipsub frames them;
+//! - frames are delimited by their varint length prefix, exactly as gossipsub frames them
+//!   (`agora_hyperspace::frames::Splitter`, sans IO and fuzzed);
 //! - a frame over the frame limit is skipped byte for byte without being buffered;
 //! - a frame within it is cut out on its own and handed to gossipsub's own decoder (signature
 //!   checks, RPC limits and all), whose result goes to the gossipsub behaviour exactly as its own
@@ -31,7 +32,8 @@ use std::ops::{Deref, DerefMut};
 use std::pin::Pin;
 use std::task::{Context, Poll};
 
-use bytes::{Buf as _, BytesMut};
+use agora_hyperspace::frames::{Piece, Splitter};
+use bytes::BytesMut;
 use futures::{AsyncRead, AsyncWrite};
 use libp2p::gossipsub::{self, AllowAllSubscriptionFilter, IdentityTransform};
 use libp2p::swarm::handler::{ConnectionEvent, FullyNegotiatedInbound};
@@ -278,16 +280,6 @@ where
     }
 }
 
-/// Where a frame starts: `Ok(Some((prefix length, frame length)))`, `Ok(None)` when more bytes
-/// are needed, `Err` when the prefix is not a varint.
-fn frame_header(buf: &[u8]) -> Result<Option<(usize, usize)>, String> {
-    match unsigned_varint::decode::usize(buf) {
-        Ok((len, rest)) => Ok(Some((buf.len() - rest.len(), len))),
-        Err(unsigned_varint::decode::Error::Insufficient) => Ok(None),
-        Err(e) => Err(format!("bad length prefix: {e}")),
-    }
-}
-
 /// What reading the inbound stream gave.
 enum Read<E> {
     /// A decoded RPC for gossipsub.
@@ -298,25 +290,23 @@ enum Read<E> {
     Ended,
 }
 
-/// Gossipsub's inbound stream, read by us.
+/// Gossipsub's inbound stream, read by us: the bytes go through a [`Splitter`], whose frames go
+/// to gossipsub's decoder one at a time.
 struct Reader<S, E> {
     io: S,
     decoder: Box<dyn FrameDecoder<E>>,
-    buf: BytesMut,
-    /// Bytes of a refused frame still to discard.
-    skip: usize,
+    split: Splitter,
     limit: usize,
     bad: u32,
     closing: bool,
 }
 
 impl<S: AsyncRead + AsyncWrite + Unpin, E> Reader<S, E> {
-    fn new(io: S, decoder: Box<dyn FrameDecoder<E>>, buf: BytesMut, limit: usize) -> Self {
+    fn new(io: S, decoder: Box<dyn FrameDecoder<E>>, buffered: &[u8], limit: usize) -> Self {
         Self {
             io,
             decoder,
-            buf,
-            skip: 0,
+            split: Splitter::with_buffered(limit, buffered),
             limit,
             bad: 0,
             closing: false,
@@ -336,46 +326,35 @@ impl<S: AsyncRead + AsyncWrite + Unpin, E> Reader<S, E> {
         })
     }
 
-    /// The next frame that is complete in the buffer, if any.
+    /// The next frame that is complete, decoded, or its refusal.
     fn next_frame(&mut self) -> Option<Read<E>> {
-        if self.skip > 0 {
-            let n = self.skip.min(self.buf.len());
-            self.buf.advance(n);
-            self.skip -= n;
-            if self.skip > 0 {
-                return None;
-            }
-        }
-        match frame_header(&self.buf) {
-            Err(detail) => Some(self.refused(Reason::Unframeable, detail)),
-            Ok(None) => None,
-            Ok(Some((prefix, len))) if len > self.limit => {
-                self.skip = prefix + len;
-                Some(self.refused(
-                    Reason::FrameTooLarge,
-                    format!("a {len}-byte frame is over the {}-byte limit", self.limit),
-                ))
-            }
-            Ok(Some((prefix, len))) if self.buf.len() >= prefix + len => {
-                let mut frame = self.buf.split_to(prefix + len);
-                match self.decoder.decode_frame(&mut frame) {
-                    Ok(Some(event)) => Some(Read::Event(event)),
-                    Ok(None) => Some(self.refused(
+        Some(match self.split.next_piece()? {
+            Piece::Frame(frame) => {
+                let len = frame.len();
+                match self
+                    .decoder
+                    .decode_frame(&mut BytesMut::from(frame.as_slice()))
+                {
+                    Ok(Some(event)) => Read::Event(event),
+                    Ok(None) => self.refused(
                         Reason::Undecodable,
                         format!("a {len}-byte frame did not decode"),
-                    )),
-                    Err(e) => Some(self.refused(
+                    ),
+                    Err(e) => self.refused(
                         Reason::Undecodable,
                         format!("a {len}-byte frame did not decode: {e}"),
-                    )),
+                    ),
                 }
             }
-            Ok(Some((prefix, len))) => {
-                // Room for the rest of this frame, a chunk at a time.
-                self.buf.reserve((prefix + len - self.buf.len()).min(CHUNK));
-                None
-            }
-        }
+            Piece::TooLarge { len } => self.refused(
+                Reason::FrameTooLarge,
+                format!("a {len}-byte frame is over the {}-byte limit", self.limit),
+            ),
+            Piece::Broken => self.refused(
+                Reason::Unframeable,
+                "a length prefix that is not a varint".to_owned(),
+            ),
+        })
     }
 
     fn poll(&mut self, cx: &mut Context<'_>) -> Poll<Option<Read<E>>> {
@@ -395,12 +374,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin, E> Reader<S, E> {
                     self.closing = true;
                     return Poll::Ready(Some(Read::Ended));
                 }
-                Poll::Ready(Ok(n)) => {
-                    // Bytes of a refused frame are dropped as they arrive, never buffered.
-                    let dropped = self.skip.min(n);
-                    self.skip -= dropped;
-                    self.buf.extend_from_slice(&chunk[dropped..n]);
-                }
+                Poll::Ready(Ok(n)) => self.split.push(&chunk[..n]),
                 Poll::Pending => return Poll::Pending,
             }
         }
@@ -514,7 +488,7 @@ impl ConnectionHandler for FrameHandler {
                     self.inbound = Some(Reader::new(
                         parts.io,
                         Box::new(parts.codec),
-                        parts.read_buffer,
+                        &parts.read_buffer,
                         self.limit,
                     ));
                 }
@@ -529,22 +503,13 @@ impl ConnectionHandler for FrameHandler {
 mod tests {
     use super::*;
 
-    #[test]
-    fn frame_headers() {
-        assert_eq!(frame_header(&[]), Ok(None));
-        assert_eq!(frame_header(&[0x05, 1, 2]), Ok(Some((1, 5))));
-        assert_eq!(frame_header(&[0x80]), Ok(None));
-        assert_eq!(frame_header(&[0xac, 0x02]), Ok(Some((2, 300))));
-        assert!(frame_header(&[0xff; 11]).is_err());
-    }
-
     /// Frames whose body starts with 0xff do not decode; others decode to their body.
     struct Bodies;
 
     impl FrameDecoder<Vec<u8>> for Bodies {
         fn decode_frame(&mut self, frame: &mut BytesMut) -> Result<Option<Vec<u8>>, String> {
-            let (prefix, _) = frame_header(frame)?.ok_or("short")?;
-            let body = frame.split_off(prefix);
+            let (_, rest) = unsigned_varint::decode::usize(frame).map_err(|e| e.to_string())?;
+            let body = frame.split_off(frame.len() - rest.len());
             if body.first() == Some(&0xff) {
                 return Err("bad body".into());
             }
@@ -562,7 +527,7 @@ mod tests {
     /// Everything `bytes` yields through a reader with frame limit `limit`: bodies and refusals.
     fn read_all(bytes: Vec<u8>, limit: usize) -> Vec<Result<Vec<u8>, (Reason, bool)>> {
         let io = futures::io::Cursor::new(bytes);
-        let mut r = Reader::new(io, Box::new(Bodies), BytesMut::new(), limit);
+        let mut r = Reader::new(io, Box::new(Bodies), &[], limit);
         let waker = futures::task::noop_waker();
         let mut cx = Context::from_waker(&waker);
         let mut out = Vec::new();

@@ -1,0 +1,59 @@
+//! `gossip_frames`: arbitrary bytes as a gossipsub stream, cut into chunks at arbitrary places,
+//! through `agora_hyperspace::frames::Splitter`.
+//!
+//! Properties checked: nothing panics; every frame handed out is whole (its varint prefix names
+//! exactly the bytes that follow) and within the limit; the same bytes cut differently give the
+//! same pieces; nothing comes after `Broken`; the bytes held never exceed one frame plus the last
+//! chunk.
+#![no_main]
+
+use agora_hyperspace::frames::{Piece, Splitter};
+use libfuzzer_sys::fuzz_target;
+
+const LIMIT: usize = 256;
+
+fn split(data: &[u8], cuts: &[u8]) -> Vec<Piece> {
+    let mut s = Splitter::new(LIMIT);
+    let mut out = Vec::new();
+    let mut rest = data;
+    let mut cuts = cuts.iter().cycle();
+    while !rest.is_empty() {
+        let n = usize::from(*cuts.next().unwrap_or(&255))
+            .max(1)
+            .min(rest.len());
+        let (chunk, tail) = rest.split_at(n);
+        rest = tail;
+        s.push(chunk);
+        assert!(
+            s.buffered() <= LIMIT + 10 + n,
+            "holds {} bytes",
+            s.buffered()
+        );
+        while let Some(p) = s.next_piece() {
+            out.push(p);
+        }
+    }
+    out
+}
+
+fuzz_target!(|input: (Vec<u8>, Vec<u8>)| {
+    let (data, cuts) = input;
+    let pieces = split(&data, &cuts);
+    for (i, p) in pieces.iter().enumerate() {
+        match p {
+            Piece::Frame(f) => {
+                let (len, body) =
+                    unsigned_varint::decode::usize(f).expect("a frame starts with a varint");
+                assert_eq!(len, body.len(), "a frame is whole");
+                assert!(len <= LIMIT, "a frame within the limit");
+            }
+            Piece::TooLarge { len } => assert!(*len > LIMIT as u64),
+            Piece::Broken => assert_eq!(i, pieces.len() - 1, "nothing after Broken"),
+        }
+    }
+    assert_eq!(
+        pieces,
+        split(&data, &[255]),
+        "the cuts do not change the pieces"
+    );
+});
