@@ -326,6 +326,8 @@ struct Report {
     settled: bool,
     /// CPU share of the workers in each 5 s from the last node's start until settled.
     cpu_converge: Vec<f64>,
+    /// CPU share of the workers in each 5 s of publishing.
+    cpu_publishing: Vec<f64>,
     /// Per node (min, mean, max), before and after measuring.
     connections: (usize, f64, usize),
     connections_end: (usize, f64, usize),
@@ -364,6 +366,11 @@ impl Report {
 
 fn percent(share: Option<f64>) -> String {
     share.map_or_else(|| "n/a".to_owned(), |v| format!("{:.0}%", 100.0 * v))
+}
+
+fn percents(shares: &[f64]) -> String {
+    let all: Vec<String> = shares.iter().map(|c| format!("{:.0}", 100.0 * c)).collect();
+    all.join(" ")
 }
 
 fn rss() -> u64 {
@@ -566,6 +573,15 @@ async fn measure<N: Shape>(
     r.wall_s = phase.wall.as_secs_f64();
     r.cpu_measured = phase.cpu.map(|c| share(c, phase.wall, o.workers));
     r.cpu_per_delivery_ms = phase.cpu.map(|c| ms(c) / phase.count.max(1) as f64);
+    r.cpu_publishing = phase
+        .marks
+        .iter()
+        .step_by(5)
+        .collect::<Vec<_>>()
+        .windows(2)
+        .filter_map(|w| w[0].zip(*w[1]))
+        .map(|(a, b)| share(b.saturating_sub(a), Duration::from_secs(5), o.workers))
+        .collect();
     r.expected = expected;
     r.delivered = phase.count;
     r.per_task = (0..TASKS.len())
@@ -750,7 +766,7 @@ fn summary(r: &Report) {
         r.fd_limit,
     );
     println!(
-        "  memory per node: {:.2} MiB converged, {:.2} MiB after measuring, {:.2} MiB peak (process RSS {:.0} MiB before the nodes, {:.0} MiB peak); CPU of {} workers: {} idle, {} measured ({} ms per delivery); settled {}; CPU per 5 s until settled: {}",
+        "  memory per node: {:.2} MiB converged, {:.2} MiB after measuring, {:.2} MiB peak (process RSS {:.0} MiB before the nodes, {:.0} MiB peak); CPU of {} workers: {} idle, {} measured ({} ms per delivery); settled {}; CPU per 5 s until settled: {}; per 5 s of publishing: {}",
         r.per_node(r.rss_ready),
         r.per_node(r.rss_end),
         r.per_node(r.rss_peak),
@@ -762,11 +778,8 @@ fn summary(r: &Report) {
         r.cpu_per_delivery_ms
             .map_or_else(|| "n/a".to_owned(), |c| format!("{c:.2}")),
         r.settled,
-        r.cpu_converge
-            .iter()
-            .map(|c| format!("{:.0}", 100.0 * c))
-            .collect::<Vec<_>>()
-            .join(" "),
+        percents(&r.cpu_converge),
+        percents(&r.cpu_publishing),
     );
 }
 
