@@ -108,6 +108,8 @@ const TASKS: [&str; 3] = [
 const PROBE_WAIT: Duration = Duration::from_secs(5);
 /// How often the cards are compared with the connections while converging.
 const CARD_POLL: Duration = Duration::from_secs(1);
+/// How long the last look at the cards, after measuring, may take.
+const AFTER_POLL: Duration = Duration::from_secs(60);
 /// Background CPU is measured over this window before publishing.
 const IDLE_WINDOW: Duration = Duration::from_secs(5);
 /// The default rate aims at this many deliveries per second.
@@ -260,21 +262,20 @@ trait Cards {
 impl Cards for AgoraNet {
     /// The peers whose live card each node holds (its `GET /hyperspace/cards`).
     async fn cards(&self) -> Vec<HashSet<String>> {
-        let mut out = Vec::with_capacity(self.0.len());
-        for node in &self.0 {
+        // All at once: a busy service answers late, and the others need not wait for it.
+        futures::future::join_all(self.0.iter().map(|node| async {
             let (tx, rx) = oneshot::channel();
             let _ = node.extra.hs.send(Input::Cards(tx)).await;
             let report = rx.await.unwrap_or_default();
-            let live = report["cards"]
+            report["cards"]
                 .as_array()
                 .into_iter()
                 .flatten()
                 .filter(|c| c["live"].as_bool() == Some(true))
                 .filter_map(|c| c["peerId"].as_str().map(str::to_owned))
-                .collect();
-            out.push(live);
-        }
-        out
+                .collect()
+        }))
+        .await
     }
 
     /// Per node: (cards known, connected peers, connected peers whose card it holds).
@@ -319,6 +320,8 @@ struct Report {
     /// card, and cards known per node (min, mean, max).
     cards_nodes_ok: usize,
     cards_known: (usize, f64, usize),
+    /// The longest time one poll of every node's cards took while converging (seconds).
+    cards_poll_max_s: f64,
     /// The same after measuring.
     cards_nodes_ok_end: usize,
     cards_known_end: (usize, f64, usize),
@@ -389,21 +392,38 @@ fn raise_fd_limit() -> u64 {
     soft
 }
 
+/// What polling the cards found.
+#[derive(Debug, Default)]
+struct CardWait {
+    /// When every node held the card of every peer it is connected to, if that happened.
+    converged: Option<Instant>,
+    /// The last complete view (empty if no poll completed before the deadline).
+    view: Vec<(usize, usize, usize)>,
+    /// The longest time one poll of all nodes took.
+    slowest_poll: Duration,
+}
+
 /// Polls every node's cards against its connections until each holds the card of every peer
-/// it is connected to, or `deadline`. Returns when it converged (if it did) and the last view.
-async fn wait_cards(
-    net: &AgoraNet,
-    deadline: tokio::time::Instant,
-) -> (Option<Instant>, Vec<(usize, usize, usize)>) {
+/// it is connected to, or `deadline` (which also cuts a poll short).
+async fn wait_cards(net: &AgoraNet, deadline: tokio::time::Instant) -> CardWait {
+    let mut out = CardWait::default();
     let mut tick = tokio::time::interval(CARD_POLL);
     loop {
         tick.tick().await;
-        let view = net.card_view().await;
-        if view.iter().all(|&(_, conns, covered)| covered == conns) {
-            return (Some(Instant::now()), view);
+        let asked = Instant::now();
+        let Ok(view) = tokio::time::timeout_at(deadline, net.card_view()).await else {
+            out.slowest_poll = out.slowest_poll.max(asked.elapsed());
+            return out;
+        };
+        out.slowest_poll = out.slowest_poll.max(asked.elapsed());
+        let done = view.iter().all(|&(_, conns, covered)| covered == conns);
+        out.view = view;
+        if done {
+            out.converged = Some(Instant::now());
+            return out;
         }
         if tokio::time::Instant::now() >= deadline {
-            return (None, view);
+            return out;
         }
     }
 }
@@ -490,9 +510,10 @@ async fn measure<N: Shape>(
     r.probes_s = warmup.first_complete.map(since);
     r.ready_s = warmup.ready.then(|| since(ready_at));
     r.probe_messages = warmup.sent;
-    if let Some((at, view)) = &card_outcome {
-        r.cards_s = at.map(since);
-        (r.cards_nodes_ok, r.cards_known) = card_figures(view);
+    if let Some(c) = &card_outcome {
+        r.cards_s = c.converged.map(since);
+        r.cards_poll_max_s = c.slowest_poll.as_secs_f64();
+        (r.cards_nodes_ok, r.cards_known) = card_figures(&c.view);
     }
     println!(
         "  {variant}: probes reached everyone after {}, ready {}, cards {}",
@@ -501,10 +522,11 @@ async fn measure<N: Shape>(
         match &card_outcome {
             None => "n/a".to_owned(),
             Some(_) => format!(
-                "{} ({}/{n} nodes hold every neighbour's card, {:.1} cards per node)",
+                "{} ({}/{n} nodes hold every neighbour's card, {:.1} cards per node; slowest poll {:.1} s)",
                 fmt_s(r.cards_s),
                 r.cards_nodes_ok,
-                r.cards_known.1
+                r.cards_known.1,
+                r.cards_poll_max_s,
             ),
         }
     );
@@ -611,8 +633,10 @@ async fn measure<N: Shape>(
     r.rss_end = rss();
     r.rss_peak = proc_status_kb("VmHWM").unwrap_or(0);
     (r.connections_end, r.topics_end) = net.shape().await;
-    if let Some(a) = cards {
-        (r.cards_nodes_ok_end, r.cards_known_end) = card_figures(&a.card_view().await);
+    if let Some(a) = cards
+        && let Ok(view) = tokio::time::timeout(AFTER_POLL, a.card_view()).await
+    {
+        (r.cards_nodes_ok_end, r.cards_known_end) = card_figures(&view);
     }
 }
 

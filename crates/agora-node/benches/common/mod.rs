@@ -450,12 +450,18 @@ pub(crate) async fn wait_ready(
         let base = WARMUP_BASE + sent as u64;
         for (t, topic) in topics.iter().enumerate() {
             let from = rng.below(n);
-            net.publish(
-                from,
-                topic,
-                envelope(&keys[from], topic, base + t as u64, &mut rng),
-            )
-            .await;
+            let data = envelope(&keys[from], topic, base + t as u64, &mut rng);
+            // A node too busy to take a command holds this up no longer than the deadline.
+            if tokio::time::timeout_at(deadline, net.publish(from, topic, data))
+                .await
+                .is_err()
+            {
+                return Warmup {
+                    ready: false,
+                    sent,
+                    first_complete,
+                };
+            }
         }
         sent += topics.len();
         let until = (tokio::time::Instant::now() + wait).min(deadline);
@@ -677,13 +683,12 @@ pub(crate) struct AgoraNet<X>(pub(crate) Vec<AgoraNode<X>>);
 impl<X> AgoraNet<X> {
     /// The `Status` of every node's mesh, in order (a default one for a mesh that is gone).
     pub(crate) async fn status(&self) -> Vec<mesh::Status> {
-        let mut out = Vec::with_capacity(self.0.len());
-        for node in &self.0 {
+        futures::future::join_all(self.0.iter().map(|node| async {
             let (tx, rx) = oneshot::channel();
             let _ = node.mesh.send(mesh::Command::Status(tx)).await;
-            out.push(rx.await.unwrap_or_default());
-        }
-        out
+            rx.await.unwrap_or_default()
+        }))
+        .await
     }
 }
 
