@@ -108,7 +108,8 @@ const TASKS: [&str; 3] = [
 const PROBE_WAIT: Duration = Duration::from_secs(5);
 /// How often the cards are compared with the connections while converging.
 const CARD_POLL: Duration = Duration::from_secs(1);
-/// How long the last look at the cards, after measuring, may take.
+/// How long one look at every node's connections, topics or cards outside the convergence
+/// deadline may take (not answered by then: reported as zeros).
 const AFTER_POLL: Duration = Duration::from_secs(60);
 /// Background CPU is measured over this window before publishing.
 const IDLE_WINDOW: Duration = Duration::from_secs(5);
@@ -348,6 +349,8 @@ struct Report {
     /// CPU milliseconds per delivery over the measured phase.
     cpu_per_delivery_ms: Option<f64>,
     wall_s: f64,
+    /// From the first publication to the last (M / R if the nodes took every message in time).
+    publish_s: f64,
     expected: usize,
     delivered: usize,
     /// Per task type: (expected, delivered).
@@ -438,8 +441,9 @@ fn card_figures(view: &[(usize, usize, usize)]) -> (usize, (usize, f64, usize)) 
 /// The measured messages: (publishing node, task type, envelope bytes).
 type Plan = Vec<(usize, usize, Vec<u8>)>;
 
-/// Starts the variant's network, awaits convergence, measures, shuts it down.
-async fn run_variant(variant: &str, o: &RunOpts) -> Report {
+/// Starts the variant's network, awaits convergence, measures, prints the report, shuts the
+/// network down.
+async fn run_variant(variant: &str, o: &RunOpts) {
     let n = o.nodes;
     let topo = topology(n);
     let keys = signing_keys(n);
@@ -456,19 +460,28 @@ async fn run_variant(variant: &str, o: &RunOpts) -> Report {
     };
     let (rec, mut deliveries, overflow) = recorder();
     let t0 = Instant::now();
+    // The report goes out before the network is shut down: the parent has it even if shutting
+    // a saturated network down takes long.
+    let emit = |mut r: Report| {
+        r.overflow = overflow.load(Ordering::Relaxed);
+        println!(
+            "{REPORT_PREFIX}{}",
+            serde_json::to_string(&r).expect("report as JSON")
+        );
+    };
     if variant == "agora" {
         let net = start_agora(n, &topo, &rec).await;
         r.start_s = t0.elapsed().as_secs_f64();
         measure(&net, Some(&net), o, &keys, &mut r, &mut deliveries).await;
+        emit(r);
         net.shutdown().await;
     } else {
         let net = start_bare(n, &topo, &rec, false, &TASKS).await;
         r.start_s = t0.elapsed().as_secs_f64();
         measure(&net, None, o, &keys, &mut r, &mut deliveries).await;
+        emit(r);
         net.shutdown().await;
     }
-    r.overflow = overflow.load(Ordering::Relaxed);
-    r
 }
 
 /// From the moment the last node started: awaits convergence, measures the idle network, then
@@ -542,7 +555,9 @@ async fn measure<N: Shape>(
     r.cpu_converge.extend(cpu);
     r.rss_ready = rss();
     r.fds_ready = open_fds().unwrap_or(0);
-    (r.connections, r.topics) = net.shape().await;
+    if let Ok(shape) = tokio::time::timeout(AFTER_POLL, net.shape()).await {
+        (r.connections, r.topics) = shape;
+    }
     println!(
         "  {variant}: {} after {:.1} s; {:.1} connections and {:.1} topics per node (max {}, {})",
         if r.settled {
@@ -593,6 +608,10 @@ async fn measure<N: Shape>(
     )
     .await;
     r.wall_s = phase.wall.as_secs_f64();
+    r.publish_s = phase
+        .published
+        .last()
+        .map_or(0.0, |at| at.duration_since(phase.begin).as_secs_f64());
     r.cpu_measured = phase.cpu.map(|c| share(c, phase.wall, o.workers));
     r.cpu_per_delivery_ms = phase.cpu.map(|c| ms(c) / phase.count.max(1) as f64);
     r.cpu_publishing = phase
@@ -632,7 +651,9 @@ async fn measure<N: Shape>(
 
     r.rss_end = rss();
     r.rss_peak = proc_status_kb("VmHWM").unwrap_or(0);
-    (r.connections_end, r.topics_end) = net.shape().await;
+    if let Ok(shape) = tokio::time::timeout(AFTER_POLL, net.shape()).await {
+        (r.connections_end, r.topics_end) = shape;
+    }
     if let Some(a) = cards
         && let Ok(view) = tokio::time::timeout(AFTER_POLL, a.card_view()).await
     {
@@ -773,6 +794,14 @@ fn summary(r: &Report) {
         r.overflow,
     );
     println!(
+        "  published {} messages in {:.1} s ({:.2}/s; {:.1}/s asked); measured phase {:.1} s",
+        r.messages,
+        r.publish_s,
+        r.messages.saturating_sub(1) as f64 / r.publish_s.max(1e-9),
+        r.rate,
+        r.wall_s,
+    );
+    println!(
         "  connections per node min/mean/max {}/{:.1}/{} (after measuring {}/{:.1}/{}); topics per node {}/{:.1}/{} (after {}/{:.1}/{}); open fds {} (limit {})",
         r.connections.0,
         r.connections.1,
@@ -900,14 +929,10 @@ fn main() {
         parent(&o);
         return;
     };
-    let report = tokio::runtime::Builder::new_multi_thread()
+    tokio::runtime::Builder::new_multi_thread()
         .worker_threads(o.workers)
         .enable_all()
         .build()
         .expect("tokio runtime")
         .block_on(run_variant(&variant, &o));
-    println!(
-        "{REPORT_PREFIX}{}",
-        serde_json::to_string(&report).expect("report as JSON")
-    );
 }

@@ -729,9 +729,10 @@ impl<X> Net for AgoraNet<X> {
             drop(node.mesh);
             meshes.push((node.swarm, node.extra));
         }
-        for (m, _extra) in meshes {
-            let _ = tokio::time::timeout(Duration::from_secs(10), m).await;
-        }
+        // A mesh whose sender is still held (by a query task of the node's services) ends
+        // within 10 s at the latest; all are awaited together.
+        let ends = futures::future::join_all(meshes.into_iter().map(|(m, _extra)| m));
+        let _ = tokio::time::timeout(Duration::from_secs(10), ends).await;
     }
 }
 
