@@ -111,6 +111,8 @@ const CARD_POLL: Duration = Duration::from_secs(1);
 /// How long one look at every node's connections, topics or cards outside the convergence
 /// deadline may take (not answered by then: reported as zeros).
 const AFTER_POLL: Duration = Duration::from_secs(60);
+/// Start-up progress is told every this many nodes.
+const PROGRESS: usize = 50;
 /// Background CPU is measured over this window before publishing.
 const IDLE_WINDOW: Duration = Duration::from_secs(5);
 /// The default rate aims at this many deliveries per second.
@@ -176,23 +178,51 @@ async fn register_tool(hs: &mpsc::Sender<Input>, node: usize, task: &str) {
         .expect("tool.register succeeds");
 }
 
-async fn start_agora(n: usize, topo: &[Vec<usize>], deliveries: &common::Recorder) -> AgoraNet {
+/// Starts the nodes one after the other (each needs the addresses of the earlier ones it
+/// joins), telling progress every `PROGRESS` nodes. A node that cannot start (no file
+/// descriptor left, say) ends the start: the nodes up so far come back with the reason.
+async fn start_agora(
+    n: usize,
+    topo: &[Vec<usize>],
+    deliveries: &common::Recorder,
+) -> (AgoraNet, Option<String>) {
     let mut nodes = Vec::with_capacity(n);
     let mut addrs: Vec<Multiaddr> = Vec::with_capacity(n);
+    let t0 = Instant::now();
     for (i, boot) in topo.iter().enumerate().take(n) {
-        let dir = tempfile::Builder::new()
-            .prefix("agora-scale-")
-            .tempdir()
-            .expect("temporary directory");
+        if i > 0 && i % PROGRESS == 0 {
+            println!(
+                "  agora: {i}/{n} nodes up after {:.1} s, {} open fds, RSS {:.0} MiB",
+                t0.elapsed().as_secs_f64(),
+                open_fds().unwrap_or(0),
+                mib(rss() as f64)
+            );
+        }
+        let failed = |what: &str, e: &dyn std::fmt::Display| {
+            Some(format!(
+                "node {i} could not start ({what}: {e}; {} open fds)",
+                open_fds().unwrap_or(0)
+            ))
+        };
+        let dir = match tempfile::Builder::new().prefix("agora-scale-").tempdir() {
+            Ok(dir) => dir,
+            Err(e) => return (common::AgoraNet(nodes), failed("temporary directory", &e)),
+        };
         let path = dir.path().to_owned();
-        let store = tokio::task::spawn_blocking(move || store::Store::open(&path))
+        let store = match tokio::task::spawn_blocking(move || store::Store::open(&path))
             .await
             .expect("store task")
-            .expect("store opens");
+        {
+            Ok(store) => store,
+            Err(e) => return (common::AgoraNet(nodes), failed("store", &e)),
+        };
         let keys = keypair(i);
         let bootstrap = boot.iter().map(|&j| addrs[j].clone()).collect();
         let cfg = common::agora_mesh_config(i, bootstrap, Limits::default(), deliveries);
-        let m = mesh::start(&keys, &cfg).expect("mesh start");
+        let m = match mesh::start(&keys, &cfg) {
+            Ok(m) => m,
+            Err(e) => return (common::AgoraNet(nodes), failed("mesh", &e)),
+        };
         let peer_id = m.peer_id().to_string();
         let (mesh_tx, mesh_rx) = mpsc::channel(common::CHANNEL);
         let (events_tx, events_rx) = mpsc::channel(common::CHANNEL);
@@ -251,7 +281,7 @@ async fn start_agora(n: usize, topo: &[Vec<usize>], deliveries: &common::Recorde
             },
         });
     }
-    common::AgoraNet(nodes)
+    (common::AgoraNet(nodes), None)
 }
 
 /// The Hyperspace side of the nodes.
@@ -308,8 +338,12 @@ struct Report {
     envelope_bytes: usize,
     /// Soft limit of open files after raising it.
     fd_limit: u64,
-    /// Seconds to start all nodes.
+    /// Seconds to start all nodes (or until one could not start).
     start_s: f64,
+    /// Nodes that started.
+    started: usize,
+    /// Why the network did not start in full (nothing was measured then).
+    failed: Option<String>,
     /// (a): seconds from the last node's start until a probe round reached everyone.
     probes_s: Option<f64>,
     /// Seconds until 5 probe rounds in a row did.
@@ -470,14 +504,28 @@ async fn run_variant(variant: &str, o: &RunOpts) {
         );
     };
     if variant == "agora" {
-        let net = start_agora(n, &topo, &rec).await;
+        let (net, failed) = start_agora(n, &topo, &rec).await;
         r.start_s = t0.elapsed().as_secs_f64();
-        measure(&net, Some(&net), o, &keys, &mut r, &mut deliveries).await;
+        if let Some(why) = failed {
+            // What the nodes that did start looked like when the next one could not.
+            println!("  agora: {why} after {:.1} s", r.start_s);
+            r.started = net.0.len();
+            r.failed = Some(why);
+            r.rss_ready = rss();
+            r.fds_ready = open_fds().unwrap_or(0);
+            if let Ok(shape) = tokio::time::timeout(AFTER_POLL, net.shape()).await {
+                (r.connections, r.topics) = shape;
+            }
+        } else {
+            r.started = n;
+            measure(&net, Some(&net), o, &keys, &mut r, &mut deliveries).await;
+        }
         emit(r);
         net.shutdown().await;
     } else {
         let net = start_bare(n, &topo, &rec, false, &TASKS).await;
         r.start_s = t0.elapsed().as_secs_f64();
+        r.started = n;
         measure(&net, None, o, &keys, &mut r, &mut deliveries).await;
         emit(r);
         net.shutdown().await;
@@ -753,6 +801,21 @@ fn child(variant: &str) -> Option<Report> {
 }
 
 fn summary(r: &Report) {
+    if let Some(why) = &r.failed {
+        println!(
+            "{}: {}/{} nodes started in {:.1} s, then {why}; {:.1} connections per node (max {}), {:.1} topics per node (max {}), {:.2} MiB per node; nothing measured",
+            r.variant,
+            r.started,
+            r.nodes,
+            r.start_s,
+            r.connections.1,
+            r.connections.2,
+            r.topics.1,
+            r.topics.2,
+            mib(r.rss_ready.saturating_sub(r.rss_base) as f64) / r.started.max(1) as f64,
+        );
+        return;
+    }
     println!(
         "{}: {} nodes up in {:.1} s; converged: probes {}, ready {} ({} probe messages), cards {}; {}/{} delivered ({}), {} lost by the harness queue",
         r.variant,
@@ -837,6 +900,12 @@ fn summary(r: &Report) {
 }
 
 fn row(r: &Report) -> String {
+    if let Some(why) = &r.failed {
+        return format!(
+            "| {} | {} | not measured: {}/{} nodes started, then {why} | | | | | | | | | |",
+            r.variant, r.nodes, r.started, r.nodes
+        );
+    }
     format!(
         "| {} | {} | {} @ {}/s | {:.2}% ({}) | {:.2} / {:.2} / {:.2} ms | {:.2} / {:.2} / {:.2} ms ({}/{}) | {} / {} | {:.1} / {} | {:.1} | {:.2} MiB | {} / {} | {} |",
         r.variant,
