@@ -199,10 +199,12 @@ async fn start_agora(
             );
         }
         let failed = |what: &str, e: &dyn std::fmt::Display| {
-            Some(format!(
-                "node {i} could not start ({what}: {e}; {} open fds)",
-                open_fds().unwrap_or(0)
-            ))
+            // Counting needs a descriptor too: none left reads as "none left".
+            let fds = open_fds().map_or_else(
+                || "no file descriptor left to count them".to_owned(),
+                |n| format!("{n} open fds"),
+            );
+            Some(format!("node {i} could not start ({what}: {e}; {fds})"))
         };
         let dir = match tempfile::Builder::new().prefix("agora-scale-").tempdir() {
             Ok(dir) => dir,
