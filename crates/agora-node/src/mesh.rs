@@ -709,8 +709,15 @@ pub async fn run(mesh: Mesh, mut commands: mpsc::Receiver<Command>, events: mpsc
             }
             _ = redial.tick() => bootstrap.redial(&mut swarm),
             _ = trim.tick() => {
-                let mut protected: HashSet<PeerId> =
-                    swarm.behaviour().gossipsub.all_mesh_peers().copied().collect();
+                // Mesh peers of the topics the node uses are kept; the meshes of neighbours'
+                // card topics are not a reason (they consist of those very neighbours).
+                let gossipsub = &swarm.behaviour().gossipsub;
+                let mut protected: HashSet<PeerId> = HashSet::new();
+                for (t, class) in pending.topics.joined() {
+                    if class != topics::Class::Neighbour {
+                        protected.extend(gossipsub.mesh_peers(&IdentTopic::new(t).hash()));
+                    }
+                }
                 protected.extend(bootstrap.connected_peers());
                 for peer in pending.conns.to_trim(std::time::Instant::now(), &protected) {
                     tracing::debug!(%peer, "closing an unused connection");
