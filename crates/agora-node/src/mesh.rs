@@ -237,7 +237,8 @@ pub enum Event {
     Connected(PeerId),
     /// A neighbour subscribed to an AGH topic or a Hyperspace capabilities topic.
     Subscribed(String),
-    /// A peer joined the DHT routing table.
+    /// The DHT routing table got its first peer: records put before (at start, after a restart)
+    /// reached nobody and should be put again.
     DhtPeer(PeerId),
     /// Another node asks us to store a DHT record; answer with [`Command::StoreRecord`] if it
     /// is valid.
@@ -1126,7 +1127,19 @@ fn handle_swarm_event(
             peer,
             is_new_peer: true,
             ..
-        })) => queue.push_back(Event::DhtPeer(peer)),
+        })) => {
+            // Only the first: re-putting every record on every new routing-table entry keeps a
+            // large mesh busy with DHT traffic (publishers refresh their records themselves).
+            let entries: usize = swarm
+                .behaviour_mut()
+                .kad
+                .kbuckets()
+                .map(|b| b.num_entries())
+                .sum();
+            if entries == 1 {
+                queue.push_back(Event::DhtPeer(peer));
+            }
+        }
         SwarmEvent::Behaviour(BehaviourEvent::Kad(kad::Event::InboundRequest {
             request:
                 kad::InboundRequest::PutRecord {

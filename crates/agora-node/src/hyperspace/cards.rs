@@ -78,7 +78,7 @@ impl Service {
         self.announce(now).await;
     }
 
-    /// A peer joined the DHT routing table. Records put while the node had no DHT peers (at
+    /// The DHT routing table got its first peer. Records put while the node had no DHT peers (at
     /// start, after a restart) reached nobody, so ours and the held ones are put again — at most
     /// once a minute.
     pub(super) async fn dht_peer(&mut self) {

@@ -128,7 +128,7 @@ pub enum Input {
     },
     /// A discovery's gossip ask had its time: answer with what is known.
     DiscoverDeadline(u64),
-    /// A peer joined the DHT routing table: records put while we had none reach it now.
+    /// The DHT routing table got its first peer: records put while it had none reach it now.
     DhtPeer,
     /// Report the known cards and the held records (HTTP `GET /hyperspace/cards`).
     Cards(tokio::sync::oneshot::Sender<Value>),
