@@ -698,6 +698,42 @@ async fn measure<N: Shape>(
     r.latency_ms = [0.5, 0.9, 0.99, 1.0].map(|p| ms(percentile(&lat, p)));
     r.to_all_ms = [0.5, 0.99, 1.0].map(|p| ms(percentile(&to_all, p)));
     r.complete = to_all.len();
+    // Where the losses are: per receiving node and per message.
+    if r.delivered < r.expected {
+        let mut node_share: Vec<(f64, usize)> = (0..n)
+            .map(|node| {
+                let (e, d) = phase
+                    .got
+                    .iter()
+                    .zip(&from)
+                    .filter(|(_, f)| **f != node)
+                    .fold((0usize, 0usize), |(e, d), (row, _)| {
+                        (e + 1, d + usize::from(row[node].is_some()))
+                    });
+                (d as f64 / e.max(1) as f64, node)
+            })
+            .collect();
+        node_share.sort_by(|a, b| a.0.total_cmp(&b.0));
+        let mut reach: Vec<usize> = phase
+            .got
+            .iter()
+            .map(|row| row.iter().filter(|at| at.is_some()).count())
+            .collect();
+        reach.sort_unstable();
+        let short = node_share.iter().filter(|(s, _)| *s < 1.0).count();
+        println!(
+            "  {variant}: losses: {short}/{n} nodes missed messages; worst nodes (share received, node): {:?}; reach per message min/p10/p50: {}/{}/{} of {}",
+            node_share
+                .iter()
+                .take(5)
+                .map(|(s, i)| (format!("{:.1}%", 100.0 * s), *i))
+                .collect::<Vec<_>>(),
+            reach.first().copied().unwrap_or(0),
+            reach.get(reach.len() / 10).copied().unwrap_or(0),
+            reach.get(reach.len() / 2).copied().unwrap_or(0),
+            n - 1
+        );
+    }
 
     r.rss_end = rss();
     r.rss_peak = proc_status_kb("VmHWM").unwrap_or(0);

@@ -79,6 +79,12 @@ const RECORD_TTL: Duration = Duration::from_secs(60 * 60);
 /// re-provides its own: short enough that providers that left fade within hours.
 const PROVIDER_TTL: Duration = Duration::from_secs(2 * 60 * 60);
 const PROVIDER_REPUBLISH: Duration = Duration::from_secs(60 * 60);
+/// How often Kademlia refreshes the routing table by itself (libp2p's default is 5 minutes).
+/// Each refresh is a lookup per bucket that dials whoever it visits — dozens of connections
+/// that the connection manager closes again 10 s later; at 120 nodes the 5-minute refreshes
+/// alone kept both cores busy and cut task gossip delivery to 70 %. The node's own lookups
+/// (cards, providers, rendezvous) keep the table fresh in between.
+const KAD_BOOTSTRAP_EVERY: Duration = Duration::from_secs(60 * 60);
 /// How soon a bootstrap peer that went away is dialled again while the node still has other
 /// connections (it is dialled at once, with a short backoff, when the node has none).
 const REJOIN_INTERVAL: Duration = Duration::from_secs(60);
@@ -414,6 +420,7 @@ fn build_swarm(
                 .set_provider_publication_interval(Some(PROVIDER_REPUBLISH))
                 // Publishers re-sign and re-put their records themselves.
                 .set_publication_interval(None)
+                .set_periodic_bootstrap_interval(Some(KAD_BOOTSTRAP_EVERY))
                 .set_max_packet_size(MAX_RECORD_BYTES + 16 * 1024)
                 .set_query_timeout(Duration::from_secs(10));
             let store = MemoryStore::with_config(
@@ -640,7 +647,7 @@ struct Pending {
     kad: HashMap<kad::QueryId, KadWait>,
     /// The topic budget.
     topics: Topics,
-    /// The topic plan must be recomputed.
+    /// The topic plan must be recomputed (at the next [`PLAN_EVERY`] tick).
     replan: bool,
     /// Peers whose connection the frame guard closed, to dial back once it is gone.
     resets: HashSet<PeerId>,
@@ -685,6 +692,8 @@ pub async fn run(mesh: Mesh, mut commands: mpsc::Receiver<Command>, events: mpsc
     // agents' sockets fill up, so a fast publisher is slowed down instead of losing messages.
     let mut stalled: VecDeque<(IdentTopic, Vec<u8>)> = VecDeque::new();
     let mut retry = tokio::time::interval(Duration::from_millis(5));
+    let mut plan = tokio::time::interval(PLAN_EVERY);
+    plan.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         tokio::select! {
             command = commands.recv(), if stalled.is_empty() => {
@@ -708,6 +717,7 @@ pub async fn run(mesh: Mesh, mut commands: mpsc::Receiver<Command>, events: mpsc
                     permit.send(ev);
                 }
             }
+            _ = plan.tick(), if pending.replan => apply_topic_plan(&mut swarm, &mut pending),
             _ = redial.tick() => bootstrap.redial(&mut swarm),
             _ = trim.tick() => {
                 // Mesh peers of the topics the node uses are kept; the meshes of neighbours'
@@ -728,14 +738,18 @@ pub async fn run(mesh: Mesh, mut commands: mpsc::Receiver<Command>, events: mpsc
                 pending.replan = true;
             }
         }
-        if std::mem::take(&mut pending.replan) {
-            apply_topic_plan(&mut swarm, &mut pending);
-        }
     }
 }
 
+/// How often at most the topic plan is recomputed for what peers do. A connection's hello
+/// brings one `Subscribed` event per topic and the plan looks at every peer's topics, so planning
+/// per event cost a third of the CPU of a 200-node mesh while it formed; the node's own
+/// `Subscribe`/`Unsubscribe` commands are planned at once.
+const PLAN_EVERY: Duration = Duration::from_millis(100);
+
 /// Recomputes the topic plan and carries it out.
 fn apply_topic_plan(swarm: &mut Swarm<Behaviour>, pending: &mut Pending) {
+    pending.replan = false;
     for action in pending.topics.plan(std::time::Instant::now()) {
         let b = swarm.behaviour_mut();
         match action {
@@ -856,13 +870,14 @@ fn handle_command(
                 stalled.push_back(back);
             }
         }
+        // The node's own interest takes effect at once.
         Command::Subscribe(topic) => {
             pending.topics.join_local(&topic);
-            pending.replan = true;
+            apply_topic_plan(swarm, pending);
         }
         Command::Unsubscribe(topic) => {
             pending.topics.leave_local(&topic);
-            pending.replan = true;
+            apply_topic_plan(swarm, pending);
         }
         Command::Validated {
             id,

@@ -225,6 +225,9 @@ enum Kind {
 #[derive(Debug)]
 struct Peer {
     kind: Kind,
+    /// Its own capability topic, `hyperspace/capabilities/{peerId}` (rendered once: a PeerId's
+    /// base58 form is costly and plans are frequent).
+    caps: String,
     /// Disconnected at; its reasons end after [`LINGER`].
     gone: Option<Instant>,
     /// Topics it subscribes to, with the order they were learned in.
@@ -232,6 +235,15 @@ struct Peer {
 }
 
 impl Peer {
+    fn new(id: &PeerId, now: Instant) -> Self {
+        Self {
+            kind: Kind::Pending(now),
+            caps: format!("{CAPABILITIES_PREFIX}{id}"),
+            gone: None,
+            topics: BTreeMap::new(),
+        }
+    }
+
     fn connected(&self) -> bool {
         self.gone.is_none()
     }
@@ -256,7 +268,8 @@ struct Rendezvous {
 #[derive(Debug)]
 pub struct Topics {
     budget: Budget,
-    local_peer: PeerId,
+    /// This node's own capability topic.
+    local_caps: String,
     local: BTreeMap<String, u64>,
     peers: HashMap<PeerId, Peer>,
     joined: BTreeMap<String, Class>,
@@ -276,7 +289,7 @@ impl Topics {
     pub fn new(budget: Budget, local_peer: PeerId) -> Self {
         Self {
             budget,
-            local_peer,
+            local_caps: format!("{CAPABILITIES_PREFIX}{local_peer}"),
             local: BTreeMap::new(),
             peers: HashMap::new(),
             joined: BTreeMap::new(),
@@ -316,11 +329,10 @@ impl Topics {
 
     /// A connection to `peer` was established (its first one).
     pub fn peer_connected(&mut self, peer: PeerId, now: Instant) {
-        let p = self.peers.entry(peer).or_insert_with(|| Peer {
-            kind: Kind::Pending(now),
-            gone: None,
-            topics: BTreeMap::new(),
-        });
+        let p = self
+            .peers
+            .entry(peer)
+            .or_insert_with(|| Peer::new(&peer, now));
         p.gone = None;
     }
 
@@ -341,11 +353,10 @@ impl Topics {
     /// `peer` subscribed to `topic`.
     pub fn peer_subscribed(&mut self, peer: PeerId, topic: &str, now: Instant) {
         let seq = self.next_seq();
-        let p = self.peers.entry(peer).or_insert_with(|| Peer {
-            kind: Kind::Pending(now),
-            gone: None,
-            topics: BTreeMap::new(),
-        });
+        let p = self
+            .peers
+            .entry(peer)
+            .or_insert_with(|| Peer::new(&peer, now));
         if p.topics.len() < MAX_PEER_TOPICS || p.topics.contains_key(topic) {
             p.topics.entry(topic.to_owned()).or_insert(seq);
         }
@@ -400,27 +411,32 @@ impl Topics {
     }
 
     /// The topics wanted now, best first: `(class, seq, topic)`.
-    fn candidates(&self, now: Instant) -> Vec<(Class, u64, String)> {
-        let mut best: HashMap<String, (Class, u64)> = HashMap::new();
-        let offer = |topic: &str, class: Class, seq: u64, best: &mut HashMap<String, _>| {
-            let e = best.entry(topic.to_owned()).or_insert((class, seq));
+    fn candidates(&self, now: Instant) -> Vec<(Class, u64, &str)> {
+        let mut best: HashMap<&str, (Class, u64)> = HashMap::new();
+        fn offer<'a>(
+            topic: &'a str,
+            class: Class,
+            seq: u64,
+            best: &mut HashMap<&'a str, (Class, u64)>,
+        ) {
+            let e = best.entry(topic).or_insert((class, seq));
             if (class, seq) < *e {
                 *e = (class, seq);
             }
-        };
+        }
         for (t, seq) in &self.local {
             offer(t, Class::Local, *seq, &mut best);
         }
-        let local_caps = format!("{CAPABILITIES_PREFIX}{}", self.local_peer);
-        for (id, p) in &self.peers {
+        let local_caps = self.local_caps.as_str();
+        for p in self.peers.values() {
             if p.gone
                 .is_some_and(|at| now.saturating_duration_since(at) >= LINGER)
             {
                 continue;
             }
-            let own = format!("{CAPABILITIES_PREFIX}{id}");
-            if let Some(seq) = p.topics.get(&own) {
-                offer(&own, Class::Neighbour, *seq, &mut best);
+            let own = p.caps.as_str();
+            if let Some((t, seq)) = p.topics.get_key_value(own) {
+                offer(t, Class::Neighbour, *seq, &mut best);
             }
             if p.connected() {
                 for (t, seq) in p.topics.range::<str, _>((
@@ -443,7 +459,7 @@ impl Topics {
             let mut mine: Vec<(&u64, &String)> = p
                 .topics
                 .iter()
-                .filter(|(t, _)| **t != own && **t != local_caps && Topic::parse(t).is_ok())
+                .filter(|(t, _)| *t != own && *t != local_caps && Topic::parse(t).is_ok())
                 .map(|(t, s)| (s, t))
                 .collect();
             mine.sort();
@@ -451,10 +467,10 @@ impl Topics {
                 offer(t, Class::Proxy, *seq, &mut best);
             }
         }
-        let mut out: Vec<(Class, u64, String)> =
+        let mut out: Vec<(Class, u64, &str)> =
             best.into_iter().map(|(t, (c, s))| (c, s, t)).collect();
         // Within a class, topics joined already keep their place.
-        out.sort_by_key(|(c, s, t)| (*c, !self.joined.contains_key(t), *s));
+        out.sort_by_key(|(c, s, t)| (*c, !self.joined.contains_key(*t), *s));
         out
     }
 
@@ -467,7 +483,6 @@ impl Topics {
                 .is_none_or(|at| now.saturating_duration_since(at) < LINGER)
         });
 
-        let mut chosen: BTreeMap<String, Class> = BTreeMap::new();
         // Relayed channels silent for too long are left until someone newly subscribes.
         let silent: Vec<String> = self
             .joined
@@ -484,10 +499,11 @@ impl Topics {
         for t in silent {
             self.quiet.insert(t, self.seq);
         }
+        let mut chosen: BTreeMap<&str, Class> = BTreeMap::new();
         let mut refused = BTreeSet::new();
         let (mut bytes, mut neighbours, mut proxies, mut relays) = (0, 0, 0, 0);
         for (class, _, topic) in self.candidates(now) {
-            let cost = subscription_len(&topic);
+            let cost = subscription_len(topic);
             let room = chosen.len() < self.budget.max_topics
                 && bytes + cost <= self.budget.max_bytes
                 && match class {
@@ -498,7 +514,7 @@ impl Topics {
                 };
             if !room {
                 if class == Class::Local {
-                    refused.insert(topic);
+                    refused.insert(topic.to_owned());
                 }
                 continue;
             }
@@ -511,12 +527,18 @@ impl Topics {
             }
             chosen.insert(topic, class);
         }
-        for gone in self.joined.keys().filter(|t| !chosen.contains_key(*t)) {
+        for gone in self
+            .joined
+            .keys()
+            .filter(|t| !chosen.contains_key(t.as_str()))
+        {
             actions.push(Action::Unsubscribe(gone.clone()));
         }
-        for new in chosen.keys().filter(|t| !self.joined.contains_key(*t)) {
-            actions.push(Action::Subscribe(new.clone()));
+        for new in chosen.keys().filter(|t| !self.joined.contains_key(**t)) {
+            actions.push(Action::Subscribe((*new).to_owned()));
         }
+        let chosen: BTreeMap<String, Class> =
+            chosen.into_iter().map(|(t, c)| (t.to_owned(), c)).collect();
         for t in refused.difference(&self.refused) {
             actions.push(Action::Refused(t.clone()));
         }
