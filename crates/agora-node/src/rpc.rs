@@ -22,16 +22,19 @@
 //!
 //! Flow control. One task per connection reads frames, one writes to the socket; between them a
 //! channel of [`RpcState::conn_frames`] + [`SERVER_REQUESTS`] entries. A frame is *in flight*
-//! from the moment it is read until its reply has been written to the socket; it holds its size
-//! in bytes until its calls are answered, then the size of its encoded reply. The reader reads
-//! the next frame only while the connection has fewer than [`RpcState::conn_frames`] frames in
-//! flight, holds less than [`RpcState::conn_bytes`] bytes (replies and server-to-client requests
-//! waiting to be written included), all connections together hold less than
-//! [`RpcState::total_bytes`], and the connection is not paused by a rate limit: a client that
-//! sends faster than it reads is not read from (TCP pushes back on it). A write that does not
-//! complete within [`RpcState::write_timeout`] closes the connection (1008). Limits are checked
-//! before a frame is read, so a connection can go over them by one frame (≤
-//! [`MAX_MESSAGE_BYTES`]) and by the replies of the frames it had already read.
+//! from the moment it is read until its reply has been written to the socket. While its calls
+//! are answered it holds the larger of its own size and a reservation for their replies (per
+//! call the connection's largest recent reply, at least [`REPLY_RESERVE`]); then the size of its
+//! encoded reply until that is written. The reader reads the next frame only while the
+//! connection has fewer than [`RpcState::conn_frames`] frames in flight, holds less than
+//! [`RpcState::conn_bytes`] bytes (server-to-client requests waiting to be written included),
+//! all connections together hold less than [`RpcState::total_bytes`], and the connection is not
+//! paused by a rate limit: a client that sends faster than it reads is not read from (TCP
+//! pushes back on it). A write that does not complete within [`RpcState::write_timeout`] closes
+//! the connection (1008, when the socket still takes the close frame). Limits are checked before
+//! a frame is read, so a connection can go over them by one frame (≤ [`MAX_MESSAGE_BYTES`]) and
+//! by the replies that turn out larger than their reservation (the first large replies of a
+//! connection).
 //!
 //! Rate limits: every element of a frame (a request, a notification, a malformed element, a
 //! binary frame) takes a token from the connection's bucket and one from its credential's bucket
@@ -95,6 +98,10 @@ pub const MAX_PAUSE: Duration = Duration::from_secs(1);
 pub const ERROR_REPLY_FACTOR: usize = 2;
 /// …plus this many bytes.
 pub const ERROR_REPLY_FLOOR: usize = 256;
+/// Least a call waiting for its answer holds of its connection's and the face's byte budgets
+/// (more when the connection's recent replies were larger): so a connection has at most
+/// [`CONN_BYTES`] / 16 KiB = 256 calls waiting, and the face [`TOTAL_BYTES`] / 16 KiB = 4,096.
+pub const REPLY_RESERVE: usize = 16 << 10;
 /// How long a closing connection gets to take its close frame.
 const CLOSE_GRACE: Duration = Duration::from_secs(5);
 
@@ -140,6 +147,9 @@ struct Flow {
     bytes: AtomicUsize,
     freed: Notify,
     total: Arc<Total>,
+    /// What one call's reply is expected to take: the largest recent one, at least
+    /// [`REPLY_RESERVE`].
+    estimate: AtomicUsize,
 }
 
 impl Flow {
@@ -149,7 +159,21 @@ impl Flow {
             bytes: AtomicUsize::new(0),
             freed: Notify::new(),
             total,
+            estimate: AtomicUsize::new(REPLY_RESERVE),
         }
+    }
+
+    /// What `calls` calls waiting for their answers hold.
+    fn reserve(&self, calls: usize) -> usize {
+        calls.saturating_mul(self.estimate.load(Ordering::Relaxed))
+    }
+
+    /// A frame's largest reply entry was `largest` bytes: the estimate follows it up at once and
+    /// down by an eighth per frame.
+    fn observe(&self, largest: usize) {
+        let old = self.estimate.load(Ordering::Relaxed);
+        let new = largest.max(old - old / 8).max(REPLY_RESERVE);
+        self.estimate.store(new, Ordering::Relaxed);
     }
 
     fn add(&self, frames: usize, bytes: usize) {
@@ -854,7 +878,13 @@ impl Conn {
 
     /// Takes tokens for the frame's elements, hands the admitted requests to the service in
     /// order and says what to answer.
-    async fn dispatch(&mut self, state: &RpcState, frame: Frame, len: usize, held: Held) -> Step {
+    async fn dispatch(
+        &mut self,
+        state: &RpcState,
+        frame: Frame,
+        len: usize,
+        mut held: Held,
+    ) -> Step {
         let (items, batch) = match frame {
             Frame::Single(item) => (vec![item], false),
             Frame::Batch(items) => (items, true),
@@ -863,13 +893,11 @@ impl Conn {
         let (mut error_bytes, mut omitted, mut idless) = (0, 0u64, 0u64);
         let mut refused = None;
         let mut slots = Vec::with_capacity(items.len());
-        let mut waits = false;
         for item in items {
             let token = self.take_token(state, &mut refused);
             match (item, token) {
                 (Ok(request), Ok(())) => {
                     if let Some(slot) = self.submit(state, request).await {
-                        waits |= matches!(slot, Slot::Waiting(..));
                         slots.push(slot);
                     }
                 }
@@ -915,13 +943,18 @@ impl Conn {
             let pause = Duration::from_millis(ms).min(MAX_PAUSE);
             self.paused_until = Some(tokio::time::Instant::now() + pause);
         }
+        let calls = slots
+            .iter()
+            .filter(|s| matches!(s, Slot::Waiting(..)))
+            .count();
+        held.set_bytes(len.max(self.flow.reserve(calls)));
         let waiting = Waiting {
             slots,
             batch,
             cap: state.conn_bytes.max(1),
             held,
         };
-        if waits {
+        if calls > 0 {
             return Step::Wait(waiting);
         }
         // Nothing to wait for: the reply is ready now.
@@ -1024,6 +1057,7 @@ impl Waiting {
             out.push('[');
         }
         let mut sep = "";
+        let mut largest = None;
         for slot in slots {
             let mark = out.len();
             let this_sep = sep;
@@ -1038,6 +1072,7 @@ impl Waiting {
                     let response = Response { id, outcome };
                     // Writing into a String cannot fail.
                     let _ = write!(out, "{response}");
+                    largest = largest.max(Some(out.len() - mark));
                     if out.len() > cap {
                         out.truncate(mark);
                         out.push_str(this_sep);
@@ -1047,6 +1082,9 @@ impl Waiting {
                     }
                 }
             }
+        }
+        if let Some(largest) = largest {
+            held.flow.observe(largest);
         }
         if sep.is_empty() {
             return None;
@@ -1202,6 +1240,29 @@ mod tests {
         assert_eq!(flow.frames.load(Ordering::Acquire), 0);
         assert_eq!(flow.bytes.load(Ordering::Acquire), 0);
         assert_eq!(flow.total.bytes.load(Ordering::Acquire), 0);
+    }
+
+    #[test]
+    fn reservations_follow_large_replies_up_at_once_and_down_slowly() {
+        let flow = flow();
+        assert_eq!(
+            flow.reserve(256),
+            CONN_BYTES,
+            "a full batch of small calls fits"
+        );
+        flow.observe(100);
+        assert_eq!(flow.reserve(1), REPLY_RESERVE);
+        flow.observe(200 << 10);
+        assert_eq!(flow.reserve(2), 400 << 10);
+        for _ in 0..5 {
+            flow.observe(100);
+        }
+        let after = flow.reserve(1);
+        assert!(REPLY_RESERVE < after && after < 200 << 10, "{after}");
+        for _ in 0..50 {
+            flow.observe(100);
+        }
+        assert_eq!(flow.reserve(1), REPLY_RESERVE);
     }
 
     #[tokio::test]
