@@ -21,7 +21,10 @@
 //! - on loopback without a configured key, a client without a header is trusted (local SDK use).
 //!
 //! Flow control. One task per connection reads frames, one writes to the socket; between them a
-//! channel of [`RpcState::conn_frames`] + [`SERVER_REQUESTS`] entries. A frame is *in flight*
+//! channel of [`RpcState::conn_frames`] + [`SERVER_REQUESTS`] entries (when it is full the
+//! reader waits, reading nothing, and a server-to-client request waits within its own deadline).
+//! The frames whose calls are being answered wait in the reading task, at most
+//! [`RpcState::conn_frames`] of them (no task per frame). A frame is *in flight*
 //! from the moment it is read until its reply has been written to the socket. While its calls
 //! are answered it holds the larger of its own size and a reservation for their replies (per
 //! call the connection's largest recent reply, at least [`REPLY_RESERVE`]); then the size of its
