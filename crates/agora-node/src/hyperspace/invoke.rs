@@ -8,11 +8,16 @@
 //!   way and answers `{"result":…}` or `{"error":…}`; the provider's error reaches the caller
 //!   unchanged.
 //!
-//! Either way the caller has [`INVOKE_TIMEOUT`]; an unreachable node or provider is −32006
-//! "Peer Unavailable" with `data: {toolId, peerId, reason}`. The result is `{result, duration,
-//! peerId}`, `duration` measured here in whole milliseconds. Each node records the invocation in
-//! its own analytics (the provider's node measures the provider, the caller's node the whole
-//! round trip), which feed `getAnalytics`, discovery ranking and the node's card.
+//! Either way the caller is answered within [`INVOKE_TIMEOUT`], whatever the provider or its
+//! node does (not reading, not answering, answering too much): the deadline covers queueing the
+//! request to the provider or the mesh as well as waiting for the answer. A node serving a
+//! remote caller gives its provider [`INVOKE_TIMEOUT`] − [`NETWORK_MARGIN`], so that its own
+//! answer (a result, or −32006 with its reason) reaches the caller in time. An unreachable node
+//! or provider, or one out of time, is −32006 "Peer Unavailable" with `data: {toolId, peerId,
+//! reason}`. The result is `{result, duration, peerId}`, `duration` measured here in whole
+//! milliseconds. Each node records the invocation in its own analytics (the provider's node
+//! measures the provider, the caller's node the whole round trip), which feed `getAnalytics`,
+//! discovery ranking and the node's card.
 
 use agora_hyperspace::announce::{PeerRequest, PeerResponse};
 use agora_hyperspace::jsonrpc::RpcError;
@@ -26,7 +31,8 @@ use super::{INVOKE_TIMEOUT, Input, Service, now_ms};
 use crate::mesh;
 use crate::rpc::{Call, Links};
 
-/// Extra time a remote call gets on top of the provider's [`INVOKE_TIMEOUT`].
+/// Of a remote caller's [`INVOKE_TIMEOUT`], the share kept for the way between the nodes: the
+/// serving node gives its provider the rest.
 const NETWORK_MARGIN: std::time::Duration = std::time::Duration::from_secs(5);
 
 fn unavailable(tool_id: &str, peer_id: &str, reason: &str) -> RpcError {
@@ -42,18 +48,33 @@ fn conn_of(owner: &str) -> Option<u64> {
     owner.strip_prefix("rpc-conn-")?.parse().ok()
 }
 
-/// Asks the provider on `conn` to run the tool.
-async fn ask_provider(links: &Links, conn: u64, params: &InvokeParams) -> Result<Value, RpcError> {
+/// Asks the provider on `conn` to run the tool, answering within `timeout`.
+async fn ask_provider(
+    links: &Links,
+    conn: u64,
+    params: &InvokeParams,
+    timeout: std::time::Duration,
+) -> Result<Value, RpcError> {
     let forwarded = json!({
         "toolId": params.tool_id,
         "params": params.params,
         "sessionId": params.session_id,
     });
-    links.request(conn, INVOKE, forwarded, INVOKE_TIMEOUT).await
+    links.request(conn, INVOKE, forwarded, timeout).await
 }
 
-/// Asks node `peer_id` to run the tool.
+/// Asks node `peer_id` to run the tool, answering within [`INVOKE_TIMEOUT`].
 async fn ask_node(
+    mesh: &mpsc::Sender<mesh::Command>,
+    peer_id: &str,
+    params: &InvokeParams,
+) -> Result<Value, RpcError> {
+    tokio::time::timeout(INVOKE_TIMEOUT, ask_node_unbounded(mesh, peer_id, params))
+        .await
+        .unwrap_or_else(|_| Err(unavailable(&params.tool_id, peer_id, "no answer in time")))
+}
+
+async fn ask_node_unbounded(
     mesh: &mpsc::Sender<mesh::Command>,
     peer_id: &str,
     params: &InvokeParams,
@@ -78,11 +99,10 @@ async fn ask_node(
     })
     .await
     .map_err(|_| unavailable(tool, peer_id, "the node is shutting down"))?;
-    let bytes = match tokio::time::timeout(INVOKE_TIMEOUT + NETWORK_MARGIN, answer).await {
-        Ok(Ok(Ok(bytes))) => bytes,
-        Ok(Ok(Err(e))) => return Err(unavailable(tool, peer_id, &format!("unreachable: {e}"))),
-        Ok(Err(_)) => return Err(unavailable(tool, peer_id, "the request was dropped")),
-        Err(_) => return Err(unavailable(tool, peer_id, "no answer in time")),
+    let bytes = match answer.await {
+        Ok(Ok(bytes)) => bytes,
+        Ok(Err(e)) => return Err(unavailable(tool, peer_id, &format!("unreachable: {e}"))),
+        Err(_) => return Err(unavailable(tool, peer_id, "the request was dropped")),
     };
     let response: PeerResponse = serde_json::from_slice(&bytes)
         .map_err(|e| unavailable(tool, peer_id, &format!("the node answered nonsense: {e}")))?;
@@ -118,10 +138,10 @@ impl Service {
         let mesh = self.mesh.clone();
         let done = self.inputs.clone();
         tokio::spawn(async move {
-            let (outcome, duration_ms) = measured(&done, &params.tool_id, async {
+            let (outcome, duration_ms, late) = measured(&done, &params.tool_id, async {
                 match &plan.target {
                     InvokeTarget::Local { owner } => match conn_of(owner) {
-                        Some(conn) => ask_provider(&links, conn, &params).await,
+                        Some(conn) => ask_provider(&links, conn, &params, INVOKE_TIMEOUT).await,
                         None => Err(unavailable(&params.tool_id, &plan.peer_id, "no provider")),
                     },
                     InvokeTarget::Remote { peer_id } => ask_node(&mesh, peer_id, &params).await,
@@ -137,6 +157,9 @@ impl Service {
                 .map_err(|e| RpcError::internal_error().with_message(e.to_string()))
             });
             let _ = call.reply.send(reply);
+            if let Some(report) = late {
+                let _ = done.send(report).await;
+            }
         });
     }
 
@@ -197,32 +220,40 @@ impl Service {
                 let mesh = self.mesh.clone();
                 let done = self.inputs.clone();
                 tokio::spawn(async move {
-                    let (outcome, _) =
-                        measured(&done, &params.tool_id, ask_provider(&links, conn, &params)).await;
+                    let timeout = INVOKE_TIMEOUT.saturating_sub(NETWORK_MARGIN);
+                    let asked = ask_provider(&links, conn, &params, timeout);
+                    let (outcome, _, late) = measured(&done, &params.tool_id, asked).await;
                     respond(&mesh, channel, outcome).await;
+                    if let Some(report) = late {
+                        let _ = done.send(report).await;
+                    }
                 });
             }
         }
     }
 }
 
-/// Runs one invocation, measures it, and reports it to the service's analytics.
+/// Runs one invocation and measures it. Its report for the service's analytics is handed over
+/// at once when the service's input has room (so a call that follows the answer sees it), else
+/// returned, to be sent once the caller is answered (a busy service never delays the answer).
 async fn measured(
     done: &mpsc::Sender<Input>,
     tool_id: &str,
     invocation: impl Future<Output = Result<Value, RpcError>>,
-) -> (Result<Value, RpcError>, u64) {
+) -> (Result<Value, RpcError>, u64, Option<Input>) {
     let started = std::time::Instant::now();
     let outcome = invocation.await;
     let duration_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
-    let _ = done
-        .send(Input::Invoked {
-            tool_id: tool_id.to_owned(),
-            duration_ms,
-            success: outcome.is_ok(),
-        })
-        .await;
-    (outcome, duration_ms)
+    let report = Input::Invoked {
+        tool_id: tool_id.to_owned(),
+        duration_ms,
+        success: outcome.is_ok(),
+    };
+    let late = match done.try_send(report) {
+        Err(mpsc::error::TrySendError::Full(report)) => Some(report),
+        Ok(()) | Err(mpsc::error::TrySendError::Closed(_)) => None,
+    };
+    (outcome, duration_ms, late)
 }
 
 /// Answers a node-to-node request.

@@ -459,3 +459,12 @@ pub(crate) fn spawn_nats() -> Option<NatsServer> {
         }
     }
 }
+
+/// Resident memory of process `pid` in bytes (`VmRSS` of `/proc/<pid>/status`), or `None` when
+/// it cannot be read (the process is gone, or this is not Linux).
+pub(crate) fn rss_bytes(pid: u32) -> Option<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmRSS:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib * 1024)
+}
