@@ -424,6 +424,45 @@ async fn idle_websockets_are_closed_and_busy_ones_are_not() {
     pinger.await.unwrap();
 }
 
+/// The close frame an agent gets after sending `message`.
+async fn closed_with(node: &Node, message: Message) -> (u16, String) {
+    let mut agent = ws(&node.ws_url("agh"), &[]).await.unwrap();
+    // The node may close before the whole message is written.
+    let _ = agent.send(message).await;
+    loop {
+        match tokio::time::timeout(Duration::from_secs(10), agent.next()).await {
+            Ok(Some(Ok(Message::Close(Some(f))))) => {
+                return (u16::from(f.code), f.reason.to_string());
+            }
+            Ok(Some(Ok(_))) => {}
+            other => panic!("no close frame: {other:?}"),
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn agents_that_break_the_websocket_protocol_get_close_codes() {
+    use tungstenite::protocol::frame::Frame;
+    use tungstenite::protocol::frame::coding::{Data, OpCode};
+    let dir = tempfile::tempdir().unwrap();
+    let node = start(&dir.path().join("n"), &[], &[]);
+    let big = Message::Text("x".repeat((1 << 20) + 2048).into());
+    let (code, reason) = closed_with(&node, big).await;
+    assert_eq!(code, 1009, "{reason}");
+    assert!(reason.contains("limit"), "{reason}");
+    let not_utf8 = Frame::message(vec![0xff, 0xfe, 0x41], OpCode::Data(Data::Text), true);
+    assert_eq!(closed_with(&node, Message::Frame(not_utf8)).await.0, 1007);
+    let reserved = Frame::message(vec![1, 2, 3], OpCode::Data(Data::Reserved(3)), true);
+    assert_eq!(closed_with(&node, Message::Frame(reserved)).await.0, 1002);
+    // The face is still there for agents that keep to the protocol.
+    let mut agent = ws(&node.ws_url("agh"), &[]).await.unwrap();
+    agent.send(Message::Binary(vec![1].into())).await.unwrap();
+    let Some(Ok(Message::Text(t))) = agent.next().await else {
+        panic!("a binary frame is answered with an error frame")
+    };
+    assert!(t.contains("text frames"), "{t}");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn foreign_origins_are_refused_on_upgrades_and_changes() {
     let dir = tempfile::tempdir().unwrap();
@@ -753,7 +792,7 @@ async fn a_flood_of_idle_connections_is_bounded_and_its_memory_comes_back() {
             .unwrap()
             .count()
     };
-    let (fds_before, before) = (fds(), node.rss_kib());
+    let (fds_before, before, vm_before) = (fds(), node.rss_kib(), proc_status(pid, "VmRSS:"));
     let mut held = Vec::new();
     for _ in 0..2_000 {
         held.push(TcpStream::connect(&http).await.unwrap());
@@ -768,7 +807,7 @@ async fn a_flood_of_idle_connections_is_bounded_and_its_memory_comes_back() {
     }))
     .await;
     let refused = answers.iter().filter(|r| **r).count();
-    let during = node.rss_kib();
+    let (during, vm_during) = (node.rss_kib(), proc_status(pid, "VmRSS:"));
     let fds_during = fds();
     drop(held);
     let after = eventually(Duration::from_secs(40), async || {
@@ -779,8 +818,10 @@ async fn a_flood_of_idle_connections_is_bounded_and_its_memory_comes_back() {
     .await;
     eprintln!(
         "2,000 idle connections: {refused} refused with 503; RssAnon {before} kB before, \
-         {during} kB during ({fds_during} fds), {} kB after",
-        after.map_or_else(|| node.rss_kib().to_string(), |r| r.to_string())
+         {during} kB during ({fds_during} fds), {} kB after; VmRSS {vm_before} kB before, \
+         {vm_during} kB during, {} kB after",
+        after.map_or_else(|| node.rss_kib().to_string(), |r| r.to_string()),
+        proc_status(pid, "VmRSS:")
     );
     assert!(
         (2_000 - 1_024 - 50..=2_000 - 1_024).contains(&refused),
