@@ -121,8 +121,9 @@ const ACCEPT_BACKOFF: Duration = Duration::from_millis(100);
 const LINGER_TIME: Duration = Duration::from_secs(1);
 const LINGER_QUIET: Duration = Duration::from_millis(50);
 const LINGER_BYTES: usize = 64 * 1024;
-/// Largest buffered request head (hyper's read buffer); a larger head is refused with 431.
-const MAX_HEAD_BUFFER: usize = 64 * 1024;
+/// Largest request head (request line and headers), also hyper's read buffer; a larger head
+/// is answered 431.
+const MAX_HEAD: usize = 64 * 1024;
 
 /// A JSON error answer, `{"error": message}`.
 pub(crate) fn json_error(status: StatusCode, message: impl Into<String>) -> Response {
@@ -243,7 +244,8 @@ impl Connection {
         builder
             .timer(TokioTimer::new())
             .header_read_timeout(limits.header_timeout)
-            .max_buf_size(MAX_HEAD_BUFFER);
+            .max_header_size(MAX_HEAD)
+            .max_buf_size(MAX_HEAD);
         let conn = builder
             .serve_connection(TokioIo::new(io), service)
             .with_upgrades();
