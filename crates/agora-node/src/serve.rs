@@ -415,7 +415,7 @@ struct Checks {
 /// Host, then Origin, then the API key; then the request, within the request timeout.
 async fn check_request(
     State(checks): State<Arc<Checks>>,
-    request: Request,
+    mut request: Request,
     next: Next,
 ) -> Response {
     let local = request.extensions().get::<Arrival>().map(|a| a.local.ip());
@@ -423,6 +423,7 @@ async fn check_request(
         tracing::debug!(%refusal, uri = %request.uri(), "request refused");
         return refusal.into_response();
     }
+    normalise_bearer(request.headers_mut());
     let limit = checks.limits.request_timeout;
     match timeout(limit, next.run(request)).await {
         Ok(response) => response,
@@ -599,6 +600,17 @@ pub(crate) fn bearer(headers: &HeaderMap) -> Option<&str> {
         .eq_ignore_ascii_case("bearer")
         .then(|| token.trim())
         .filter(|t| !t.is_empty())
+}
+
+/// Rewrites `Authorization: <bearer in any case> <token>` as `Bearer <token>`, the form a face
+/// that reads its own credentials (the JSON-RPC face) expects.
+fn normalise_bearer(headers: &mut HeaderMap) {
+    let Some(value) = bearer(headers).map(|token| format!("Bearer {token}")) else {
+        return;
+    };
+    if let Ok(value) = HeaderValue::from_str(&value) {
+        headers.insert(header::AUTHORIZATION, value);
+    }
 }
 
 /// Compares secrets without stopping at the first difference.

@@ -628,6 +628,9 @@ async fn faces_beyond_loopback_need_the_key_which_is_checked_on_every_face() {
     ws(&node.ws_url("rpc"), &auth)
         .await
         .expect("a JSON-RPC client with the key");
+    ws(&node.ws_url("rpc"), &[("Authorization", &lower)])
+        .await
+        .expect("the scheme in any case, on the JSON-RPC face too");
     let peers = eventually(Duration::from_secs(5), async || {
         let (code, body) = request(&http, "GET", "/agh/v0/peers", &auth, "").await;
         (code == 200 && body.contains("keyed.sess-1")).then_some(())
