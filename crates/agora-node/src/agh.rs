@@ -934,3 +934,21 @@ fn acceptance_of(result: &Result<agora_agh::router::Accepted, Rejection>) -> Mes
         },
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_repeated_warning_is_logged_first_then_once_per_period_with_a_count() {
+        let mut t = Throttle::default();
+        let t0 = Instant::now();
+        assert_eq!(t.hit(t0), Some(0));
+        for i in 1..=500 {
+            assert_eq!(t.hit(t0 + Duration::from_millis(i)), None);
+        }
+        assert_eq!(t.hit(t0 + WARN_EVERY), Some(500));
+        assert_eq!(t.hit(t0 + WARN_EVERY + Duration::from_secs(1)), None);
+        assert_eq!(t.held, 1, "what the disconnect line reports");
+    }
+}

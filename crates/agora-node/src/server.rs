@@ -34,9 +34,13 @@ use tokio::sync::{mpsc, oneshot};
 
 use crate::agh::{AGENT_QUEUE, ConnId, Input, Verdict};
 use crate::mesh;
+use crate::serve::json_error as error;
 
 /// Largest HTTP body accepted (many envelopes per post).
 const MAX_BODY: usize = 8 << 20;
+
+/// Largest WebSocket message (and frame) from an agent: one envelope and some slack.
+const MAX_AGENT_MESSAGE: usize = MAX_ENVELOPE_BYTES + 1024;
 
 /// The HTTP API's read-only endpoints, which `public_reads` opens without the API key.
 pub const READ_ONLY_PATHS: &[&str] = &["/healthz", "/status", "/hyperspace/cards", "/agh/v0/peers"];
@@ -87,15 +91,13 @@ pub fn http_face(state: AppState) -> Router {
         .with_state(state)
 }
 
-use crate::serve::json_error as error;
-
 fn unavailable() -> Response {
     error(StatusCode::SERVICE_UNAVAILABLE, "the node is shutting down")
 }
 
 async fn agh_ws(State(state): State<AppState>, ws: WebSocketUpgrade) -> Response {
-    ws.max_message_size(MAX_ENVELOPE_BYTES + 1024)
-        .max_frame_size(MAX_ENVELOPE_BYTES + 1024)
+    ws.max_message_size(MAX_AGENT_MESSAGE)
+        .max_frame_size(MAX_AGENT_MESSAGE)
         .on_upgrade(move |socket| agent_session(state, socket))
 }
 
@@ -186,10 +188,7 @@ fn close_frame(error: axum::Error) -> Option<CloseFrame> {
     let (code, reason) = match inner.downcast_ref::<WsError>()? {
         WsError::Capacity(_) => (
             close_code::SIZE,
-            format!(
-                "message over the limit of {} bytes",
-                MAX_ENVELOPE_BYTES + 1024
-            ),
+            format!("message over the limit of {MAX_AGENT_MESSAGE} bytes"),
         ),
         WsError::Utf8(_) => (close_code::INVALID, "text frame is not UTF-8".to_owned()),
         WsError::Protocol(ProtocolError::ResetWithoutClosingHandshake) => return None,
