@@ -10,7 +10,8 @@
 //! - **Request heads in time** ([`Limits::header_timeout`]): hyper's header read timeout. The
 //!   request line and headers (a WebSocket upgrade request too) must arrive within it, counted
 //!   from the accept or, on a keep-alive connection, from the end of the previous response: a
-//!   client that trickles its headers, or keeps an idle HTTP connection, is closed.
+//!   client that trickles its headers, or keeps an idle HTTP connection, is closed. A head over
+//!   64 KiB is answered `431`.
 //! - **Requests in time** ([`Limits::request_timeout`]): a request's body must arrive and its
 //!   answer be ready within it (`408` otherwise); a connection with no byte either way for that
 //!   long (a client that does not read its answer) is closed.
