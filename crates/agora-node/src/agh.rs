@@ -10,9 +10,14 @@
 //! request-response to the node that hosts the target peer, which is the gossip *source* of that
 //! peer's greets (authenticated by the gossipsub signature), or the node that sent us a directed
 //! request.
+//!
+//! Limits on one agent connection: it may be in at most [`AghSettings::max_channels`] channels
+//! (a greet into one more is refused with `busy`); frames it does not read are queued up to
+//! [`AGENT_QUEUE`] and then dropped, counted in `dropped` and logged at most once per
+//! [`WARN_EVERY`] per connection with the number of drops not logged.
 
-use std::collections::HashMap;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::collections::{HashMap, HashSet};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use agora_agh::lifecycle::{Interaction, Outcome};
 use agora_agh::router::{Effects, IdSource, Route, UuidIds};
@@ -57,6 +62,44 @@ pub fn parse_interaction(json: &str) -> Option<Interaction> {
 
 /// Frames queued for one agent before it counts as too slow.
 pub const AGENT_QUEUE: usize = 1024;
+
+/// A repeated warning is logged at most once per this period (per connection where it is about
+/// one), with the count of those held back.
+pub const WARN_EVERY: Duration = Duration::from_secs(10);
+
+/// Holds back a repeated warning: the first is logged, then at most one per [`WARN_EVERY`].
+#[derive(Debug, Default)]
+struct Throttle {
+    last: Option<Instant>,
+    held: u64,
+}
+
+impl Throttle {
+    /// `Some(held back since the last line)` when this occurrence is to be logged.
+    fn hit(&mut self, now: Instant) -> Option<u64> {
+        match self.last {
+            Some(t) if now.duration_since(t) < WARN_EVERY => {
+                self.held += 1;
+                None
+            }
+            _ => {
+                self.last = Some(now);
+                Some(std::mem::take(&mut self.held))
+            }
+        }
+    }
+}
+
+/// One local agent connection.
+#[derive(Debug)]
+struct AgentConn {
+    frames: mpsc::Sender<Frame>,
+    /// Channels it greeted in.
+    channels: HashSet<String>,
+    /// Frames dropped because it did not read them.
+    dropped: u64,
+    drop_warnings: Throttle,
+}
 
 /// Where a remote peer was learned from, and so where directed envelopes for it go.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -217,6 +260,8 @@ pub struct AghSettings {
     pub greet_interval: Duration,
     /// Validation policy.
     pub policy: ValidationPolicy,
+    /// Channels one agent connection may be in.
+    pub max_channels: usize,
 }
 
 /// Unix seconds now.
@@ -241,7 +286,10 @@ fn random_ids() -> impl IdSource {
 
 struct Service<I: IdSource> {
     router: Router<ConnId, Origin>,
-    conns: HashMap<ConnId, mpsc::Sender<Frame>>,
+    conns: HashMap<ConnId, AgentConn>,
+    max_channels: usize,
+    /// Generated envelopes refused before emission (not about one connection).
+    refused_warnings: Throttle,
     catalogs: HashMap<String, Catalog>,
     mesh: mpsc::Sender<mesh::Command>,
     nats: Option<mpsc::Sender<nats::Command>>,
@@ -295,6 +343,8 @@ pub async fn run(
             ..RouterConfig::default()
         }),
         conns: HashMap::new(),
+        max_channels: settings.max_channels.max(1),
+        refused_warnings: Throttle::default(),
         catalogs,
         mesh,
         nats,
@@ -362,10 +412,27 @@ impl<I: IdSource> Service<I> {
     async fn input(&mut self, input: Input) {
         match input {
             Input::Connect { conn, frames } => {
-                self.conns.insert(conn, frames);
+                self.conns.insert(
+                    conn,
+                    AgentConn {
+                        frames,
+                        channels: HashSet::new(),
+                        dropped: 0,
+                        drop_warnings: Throttle::default(),
+                    },
+                );
             }
             Input::Disconnect(conn) => {
-                self.conns.remove(&conn);
+                if let Some(gone) = self.conns.remove(&conn)
+                    && gone.drop_warnings.held > 0
+                {
+                    tracing::warn!(
+                        conn = conn.0,
+                        dropped = gone.dropped,
+                        "agent disconnected; {} more dropped frames were not logged",
+                        gone.drop_warnings.held
+                    );
+                }
                 self.router.presence.remove_owner(&conn);
                 self.leave_empty_channels().await;
             }
@@ -404,6 +471,16 @@ impl<I: IdSource> Service<I> {
         bytes: &[u8],
         verdict: Option<oneshot::Sender<Verdict>>,
     ) {
+        if let Some(refused) = self.over_channel_limit(conn, bytes) {
+            self.stats.rejected += 1;
+            match verdict {
+                Some(tx) => {
+                    let _ = tx.send(refused);
+                }
+                None => self.frame_to_conn(conn, refused.error_frame()),
+            }
+            return;
+        }
         let now = unix_now();
         let fx = self.router.send(bytes, &conn, now, &mut self.ids);
         let mut v = Verdict::of(&fx.result);
@@ -420,6 +497,9 @@ impl<I: IdSource> Service<I> {
             if let Ok(a) = &fx.result
                 && a.kind == agora_agh::Kind::Greet
             {
+                if let Some(c) = self.conns.get_mut(&conn) {
+                    c.channels.insert(a.channel.clone());
+                }
                 self.on_local_greet(bytes, conn, &a.channel).await;
             }
         } else {
@@ -434,6 +514,32 @@ impl<I: IdSource> Service<I> {
             None => {}
         }
         self.execute(fx, Some(bytes)).await;
+    }
+
+    /// The refusal of a greet that would put `conn` in more than `max_channels` channels.
+    fn over_channel_limit(&self, conn: ConnId, bytes: &[u8]) -> Option<Verdict> {
+        let c = self.conns.get(&conn)?;
+        if c.channels.len() < self.max_channels {
+            return None;
+        }
+        let raw = agora_agh::RawEnvelope::parse(bytes).ok()?;
+        let channel = raw.channel.as_deref()?;
+        if raw.kind.as_deref() != Some("greet") || c.channels.contains(channel) {
+            return None;
+        }
+        Some(Verdict {
+            ok: false,
+            id: raw
+                .id
+                .map(|id| id.trim().to_owned())
+                .filter(|id| !id.is_empty()),
+            reason: Some("busy".into()),
+            detail: Some(format!(
+                "this connection is already in {} channels, the limit ([agh] max_channels); \
+                 greet in one of them or use another connection",
+                c.channels.len()
+            )),
+        })
     }
 
     async fn on_local_greet(&mut self, bytes: &[u8], conn: ConnId, channel: &str) {
@@ -615,7 +721,9 @@ impl<I: IdSource> Service<I> {
                 .await;
         }
         for refused in fx.refused {
-            tracing::warn!(%refused, "generated envelope refused before emission");
+            if let Some(held) = self.refused_warnings.hit(Instant::now()) {
+                tracing::warn!(%refused, held_back = held, "generated envelope refused before emission");
+            }
         }
     }
 
@@ -695,13 +803,22 @@ impl<I: IdSource> Service<I> {
     }
 
     fn frame_to_conn(&mut self, conn: ConnId, frame: Frame) {
-        if let Some(tx) = self.conns.get(&conn)
-            && tx.try_send(frame).is_err()
-        {
-            tracing::warn!(
-                conn = conn.0,
-                "agent is not reading its frames; dropping one"
-            );
+        let Some(c) = self.conns.get_mut(&conn) else {
+            return;
+        };
+        // A closed queue is a connection on its way out; only a full one is a drop.
+        if let Err(mpsc::error::TrySendError::Full(_)) = c.frames.try_send(frame) {
+            c.dropped += 1;
+            self.stats.dropped += 1;
+            if let Some(held) = c.drop_warnings.hit(Instant::now()) {
+                tracing::warn!(
+                    conn = conn.0,
+                    dropped = c.dropped,
+                    "agent is not reading its frames; dropping them ({held} more dropped since \
+                     the last such line; at most one line per {} s)",
+                    WARN_EVERY.as_secs()
+                );
+            }
         }
     }
 
@@ -815,5 +932,23 @@ fn acceptance_of(result: &Result<agora_agh::router::Accepted, Rejection>) -> Mes
                 MessageAcceptance::Reject
             }
         },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_repeated_warning_is_logged_first_then_once_per_period_with_a_count() {
+        let mut t = Throttle::default();
+        let t0 = Instant::now();
+        assert_eq!(t.hit(t0), Some(0));
+        for i in 1..=500 {
+            assert_eq!(t.hit(t0 + Duration::from_millis(i)), None);
+        }
+        assert_eq!(t.hit(t0 + WARN_EVERY), Some(500));
+        assert_eq!(t.hit(t0 + WARN_EVERY + Duration::from_secs(1)), None);
+        assert_eq!(t.held, 1, "what the disconnect line reports");
     }
 }

@@ -13,6 +13,7 @@ use libp2p::Multiaddr;
 use serde::Deserialize;
 
 use crate::connmgr::Limits;
+use crate::serve;
 
 /// Default data directory.
 pub const DEFAULT_DATA_DIR: &str = "agora-data";
@@ -45,9 +46,21 @@ pub struct Config {
     pub greet_interval: Duration,
     /// AGH settings.
     pub agh: AghConfig,
-    /// API key of the JSON-RPC face (`[rpc] api_key`, `AGORA_RPC_API_KEY`); required when
-    /// `rpc_listen` is not loopback.
-    pub rpc_api_key: Option<String>,
+    /// The node's API key (`api_key`, `AGORA_API_KEY`; `[rpc] api_key` and `AGORA_RPC_API_KEY`
+    /// are older names of the same setting): required by every HTTP and WebSocket face once
+    /// set, and required to bind any of them beyond loopback.
+    pub api_key: Option<String>,
+    /// Connection limits of each HTTP and WebSocket face (`max_connections`, `header_timeout`,
+    /// `request_timeout`, `ws_idle_timeout`).
+    pub faces: serve::Limits,
+    /// Browser origins allowed to open WebSockets and send changes, besides the node's own
+    /// pages (`allowed_origins`; lowercase `scheme://host[:port]`).
+    pub allowed_origins: Vec<String>,
+    /// Host names that name this node besides loopback ones (`allowed_hosts`; lowercase
+    /// `name` or `name:port`).
+    pub allowed_hosts: Vec<String>,
+    /// The HTTP API's read-only endpoints answer without the API key (`public_reads`).
+    pub public_reads: bool,
     /// JSON-RPC requests per second per connection (`[rpc] conn_rate`, `AGORA_RPC_CONN_RATE`).
     pub rpc_conn_rate: f64,
     /// JSON-RPC requests per second per credential (`[rpc] key_rate`, `AGORA_RPC_KEY_RATE`).
@@ -63,7 +76,12 @@ pub struct AghConfig {
     pub reference_admission: bool,
     /// Optional NATS bridge.
     pub nats: Option<NatsConfig>,
+    /// Channels one agent connection may be in (`[agh] max_channels`).
+    pub max_channels: usize,
 }
+
+/// Default of `[agh] max_channels`.
+pub const DEFAULT_MAX_CHANNELS: usize = 64;
 
 /// `[agtp]` settings: the Agent Name Service and its listener.
 #[derive(Clone, Debug, PartialEq)]
@@ -165,8 +183,13 @@ impl Default for Config {
                 replay_age: agora_agh::validate::DEFAULT_REPLAY_AGE,
                 reference_admission: false,
                 nats: None,
+                max_channels: DEFAULT_MAX_CHANNELS,
             },
-            rpc_api_key: None,
+            api_key: None,
+            faces: serve::Limits::default(),
+            allowed_origins: Vec::new(),
+            allowed_hosts: Vec::new(),
+            public_reads: false,
             rpc_conn_rate: 200.0,
             rpc_key_rate: 1000.0,
         }
@@ -222,6 +245,14 @@ struct File {
     peers_low: Option<usize>,
     peers_high: Option<usize>,
     greet_interval: Option<u64>,
+    api_key: Option<String>,
+    max_connections: Option<usize>,
+    header_timeout: Option<u64>,
+    request_timeout: Option<u64>,
+    ws_idle_timeout: Option<u64>,
+    allowed_origins: Option<OneOrMany>,
+    allowed_hosts: Option<OneOrMany>,
+    public_reads: Option<bool>,
     agh: Option<FileAgh>,
     rpc: Option<FileRpc>,
     agtp: Option<FileAgtp>,
@@ -283,6 +314,7 @@ struct FileRpc {
 struct FileAgh {
     replay_age: Option<i64>,
     reference_admission: Option<bool>,
+    max_channels: Option<usize>,
     nats: Option<FileNats>,
 }
 
@@ -333,8 +365,26 @@ pub struct Overrides {
     pub greet_interval: Option<u64>,
     /// `AGORA_AGH_NATS_URL`.
     pub nats_url: Option<String>,
-    /// `AGORA_RPC_API_KEY`.
+    /// `AGORA_API_KEY`.
+    pub api_key: Option<String>,
+    /// `AGORA_RPC_API_KEY` (an older name of `AGORA_API_KEY`).
     pub rpc_api_key: Option<String>,
+    /// `--max-connections` / `AGORA_MAX_CONNECTIONS`.
+    pub max_connections: Option<usize>,
+    /// `--header-timeout` / `AGORA_HEADER_TIMEOUT`, seconds.
+    pub header_timeout: Option<u64>,
+    /// `--request-timeout` / `AGORA_REQUEST_TIMEOUT`, seconds.
+    pub request_timeout: Option<u64>,
+    /// `--ws-idle-timeout` / `AGORA_WS_IDLE_TIMEOUT`, seconds.
+    pub ws_idle_timeout: Option<u64>,
+    /// `--allow-origin` / `AGORA_ALLOWED_ORIGINS` (repeatable; comma-separated in the environment).
+    pub allowed_origins: Vec<String>,
+    /// `--allow-host` / `AGORA_ALLOWED_HOSTS` (repeatable; comma-separated in the environment).
+    pub allowed_hosts: Vec<String>,
+    /// `--public-reads` / `AGORA_PUBLIC_READS`.
+    pub public_reads: Option<bool>,
+    /// `--agh-max-channels` / `AGORA_AGH_MAX_CHANNELS`.
+    pub agh_max_channels: Option<usize>,
     /// `AGORA_RPC_CONN_RATE`.
     pub rpc_conn_rate: Option<f64>,
     /// `AGORA_RPC_KEY_RATE`.
@@ -383,7 +433,22 @@ impl Config {
             peers_high: file.peers_high,
             greet_interval: file.greet_interval,
             nats_url: None,
+            api_key: file.api_key,
             rpc_api_key: file.rpc.as_ref().and_then(|r| r.api_key.clone()),
+            max_connections: file.max_connections,
+            header_timeout: file.header_timeout,
+            request_timeout: file.request_timeout,
+            ws_idle_timeout: file.ws_idle_timeout,
+            allowed_origins: file
+                .allowed_origins
+                .map(OneOrMany::into_vec)
+                .unwrap_or_default(),
+            allowed_hosts: file
+                .allowed_hosts
+                .map(OneOrMany::into_vec)
+                .unwrap_or_default(),
+            public_reads: file.public_reads,
+            agh_max_channels: file.agh.as_ref().and_then(|a| a.max_channels),
             rpc_conn_rate: file.rpc.as_ref().and_then(|r| r.conn_rate),
             rpc_key_rate: file.rpc.as_ref().and_then(|r| r.key_rate),
             agtp_tls: file.agtp.as_ref().and_then(|a| a.tls),
@@ -414,6 +479,7 @@ impl Config {
 
     /// Applies one layer of overrides.
     pub fn apply(&mut self, o: Overrides) -> Result<(), ConfigError> {
+        self.apply_access(&o)?;
         if let Some(d) = o.data {
             self.data = d;
         }
@@ -451,12 +517,6 @@ impl Config {
         if let Some(url) = o.nats_url {
             self.agh.nats = Some(NatsConfig { url });
         }
-        if let Some(key) = o.rpc_api_key {
-            if key.trim().len() < 16 {
-                return Err(invalid("rpc.api_key", "must be at least 16 characters"));
-            }
-            self.rpc_api_key = Some(key.trim().to_owned());
-        }
         if let Some(t) = o.agtp_tls {
             self.agtp.tls = t;
         }
@@ -477,9 +537,109 @@ impl Config {
         Ok(())
     }
 
+    /// Applies the API key, the connection limits and the access settings of one layer.
+    fn apply_access(&mut self, o: &Overrides) -> Result<(), ConfigError> {
+        let key = match (&o.api_key, &o.rpc_api_key) {
+            (Some(a), Some(r)) if a.trim() != r.trim() => {
+                return Err(invalid(
+                    "api_key",
+                    "api_key and rpc.api_key (AGORA_API_KEY and AGORA_RPC_API_KEY) name the same \
+                     setting and differ: set one",
+                ));
+            }
+            (Some(k), _) => Some(("api_key", k)),
+            (None, Some(k)) => Some(("rpc.api_key", k)),
+            (None, None) => None,
+        };
+        if let Some((name, key)) = key {
+            let key = key.trim();
+            if key.chars().count() < 16 {
+                return Err(invalid(name, "must be at least 16 characters"));
+            }
+            if !key.bytes().all(|b| b.is_ascii_graphic()) {
+                return Err(invalid(
+                    name,
+                    "must be printable ASCII without spaces (it travels in an HTTP header)",
+                ));
+            }
+            self.api_key = Some(key.to_owned());
+        }
+        if let Some(n) = o.max_connections {
+            if !(1..=1_000_000).contains(&n) {
+                return Err(invalid("max_connections", "must be 1 to 1000000"));
+            }
+            self.faces.max_connections = n;
+        }
+        for (value, slot, key) in [
+            (
+                o.header_timeout,
+                &mut self.faces.header_timeout,
+                "header_timeout",
+            ),
+            (
+                o.request_timeout,
+                &mut self.faces.request_timeout,
+                "request_timeout",
+            ),
+            (
+                o.ws_idle_timeout,
+                &mut self.faces.ws_idle_timeout,
+                "ws_idle_timeout",
+            ),
+        ] {
+            if let Some(secs) = value {
+                if !(1..=86_400).contains(&secs) {
+                    return Err(invalid(key, "must be 1 to 86400 seconds"));
+                }
+                *slot = Duration::from_secs(secs);
+            }
+        }
+        if !o.allowed_origins.is_empty() {
+            self.allowed_origins = o
+                .allowed_origins
+                .iter()
+                .map(|v| parse_origin(v))
+                .collect::<Result<_, _>>()?;
+        }
+        if !o.allowed_hosts.is_empty() {
+            self.allowed_hosts = o
+                .allowed_hosts
+                .iter()
+                .map(|v| parse_host(v))
+                .collect::<Result<_, _>>()?;
+        }
+        if let Some(p) = o.public_reads {
+            self.public_reads = p;
+        }
+        if let Some(n) = o.agh_max_channels {
+            if !(1..=100_000).contains(&n) {
+                return Err(invalid("agh.max_channels", "must be 1 to 100000"));
+            }
+            self.agh.max_channels = n;
+        }
+        Ok(())
+    }
+
     /// Checks what single layers cannot: settings that depend on each other. Call it once,
     /// after the last layer.
     pub fn validate(&self) -> Result<(), ConfigError> {
+        if self.api_key.is_none() {
+            for (key, addr) in [
+                ("agh_listen", self.agh_listen),
+                ("http_listen", self.http_listen),
+                ("rpc_listen", self.rpc_listen),
+            ] {
+                if !addr.ip().is_loopback() {
+                    return Err(invalid(
+                        "api_key",
+                        &format!(
+                            "required when {key} ({addr}) is not a loopback address: set api_key \
+                             in agora.toml or AGORA_API_KEY"
+                        ),
+                    ));
+                }
+            }
+        }
         if self.peers.low == 0 {
             return Err(invalid("peers_low", "must be at least 1"));
         }
@@ -521,7 +681,16 @@ impl Config {
             peers_high: number(&get, "AGORA_PEERS_HIGH")?,
             greet_interval: number(&get, "AGORA_GREET_INTERVAL")?,
             nats_url: get("AGORA_AGH_NATS_URL"),
+            api_key: get("AGORA_API_KEY"),
             rpc_api_key: get("AGORA_RPC_API_KEY"),
+            max_connections: number(&get, "AGORA_MAX_CONNECTIONS")?,
+            header_timeout: number(&get, "AGORA_HEADER_TIMEOUT")?,
+            request_timeout: number(&get, "AGORA_REQUEST_TIMEOUT")?,
+            ws_idle_timeout: number(&get, "AGORA_WS_IDLE_TIMEOUT")?,
+            allowed_origins: list("AGORA_ALLOWED_ORIGINS"),
+            allowed_hosts: list("AGORA_ALLOWED_HOSTS"),
+            public_reads: boolean(&get, "AGORA_PUBLIC_READS")?,
+            agh_max_channels: number(&get, "AGORA_AGH_MAX_CHANNELS")?,
             rpc_conn_rate: number(&get, "AGORA_RPC_CONN_RATE")?,
             rpc_key_rate: number(&get, "AGORA_RPC_KEY_RATE")?,
             agtp_tls: boolean(&get, "AGORA_AGTP_TLS")?,
@@ -657,6 +826,51 @@ fn boolean(get: &impl Fn(&str) -> Option<String>, key: &str) -> Result<Option<bo
         .transpose()
 }
 
+/// An origin as browsers send it, `scheme://host[:port]`, lowercased.
+fn parse_origin(value: &str) -> Result<String, ConfigError> {
+    let v = value.trim().trim_end_matches('/').to_ascii_lowercase();
+    let bad = || {
+        invalid(
+            "allowed_origins",
+            &format!("{value:?} is not an origin (http:// or https://, a host, an optional port)"),
+        )
+    };
+    let authority = v
+        .strip_prefix("http://")
+        .or_else(|| v.strip_prefix("https://"))
+        .ok_or_else(bad)?;
+    parse_host(authority).map_err(|_| bad())?;
+    Ok(v)
+}
+
+/// A host name or IP literal with an optional port, lowercased.
+fn parse_host(value: &str) -> Result<String, ConfigError> {
+    let v = value.trim().to_ascii_lowercase();
+    let (name, port) = serve::split_port(&v);
+    let port_ok = port.is_some() || !v[name.len()..].starts_with(':');
+    let literal = name
+        .strip_prefix('[')
+        .and_then(|n| n.strip_suffix(']'))
+        .is_some_and(|n| n.parse::<std::net::Ipv6Addr>().is_ok());
+    let dns = !name.is_empty()
+        && name.len() <= 253
+        && name.split('.').all(|label| {
+            !label.is_empty()
+                && label.len() <= 63
+                && label
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+        });
+    if port_ok && (literal || dns) {
+        Ok(v)
+    } else {
+        Err(invalid(
+            "allowed_hosts",
+            &format!("{value:?} is not a host name, IP address or name:port"),
+        ))
+    }
+}
+
 fn invalid(key: &str, message: &str) -> ConfigError {
     ConfigError::Invalid {
         key: key.to_owned(),
@@ -786,6 +1000,88 @@ mod tests {
         assert_eq!(o.agtp_insecure, Some(false));
         assert_eq!(o.peers_low, Some(3));
         assert_eq!(o.peers_high, None);
+    }
+
+    #[test]
+    fn face_limits_and_access_settings_layer() {
+        let mut c = Config::default();
+        assert_eq!(c.faces, serve::Limits::default());
+        c.apply_file(
+            r#"
+            api_key = "0123456789abcdef"
+            max_connections = 20
+            header_timeout = 2
+            allowed_origins = ["https://App.Example/"]
+            allowed_hosts = "node.example"
+            public_reads = true
+            [agh]
+            max_channels = 8
+            "#,
+            Path::new("agora.toml"),
+        )
+        .unwrap();
+        assert_eq!(c.api_key.as_deref(), Some("0123456789abcdef"));
+        assert_eq!(c.faces.max_connections, 20);
+        assert_eq!(c.faces.header_timeout, Duration::from_secs(2));
+        assert_eq!(c.allowed_origins, ["https://app.example"]);
+        assert_eq!(c.allowed_hosts, ["node.example"]);
+        assert!(c.public_reads);
+        assert_eq!(c.agh.max_channels, 8);
+        let env = Config::env_overrides(|k| match k {
+            "AGORA_RPC_API_KEY" => Some("fedcba9876543210".into()),
+            "AGORA_WS_IDLE_TIMEOUT" => Some("7".into()),
+            "AGORA_ALLOWED_HOSTS" => Some("a.example, [::1]:8080".into()),
+            _ => None,
+        })
+        .unwrap();
+        c.apply(env).unwrap();
+        assert_eq!(
+            c.api_key.as_deref(),
+            Some("fedcba9876543210"),
+            "the older name"
+        );
+        assert_eq!(c.faces.ws_idle_timeout, Duration::from_secs(7));
+        assert_eq!(c.allowed_hosts, ["a.example", "[::1]:8080"]);
+        c.validate().unwrap();
+    }
+
+    #[test]
+    fn bad_access_settings_name_their_key() {
+        for (toml, key) in [
+            ("api_key = \"short\"", "api_key:"),
+            ("[rpc]\napi_key = \"short\"", "rpc.api_key:"),
+            ("api_key = \"with a space 0123\"", "api_key:"),
+            (
+                "api_key = \"0123456789abcdef\"\n[rpc]\napi_key = \"0123456789abcdeX\"",
+                "api_key:",
+            ),
+            ("max_connections = 0", "max_connections:"),
+            ("header_timeout = 0", "header_timeout:"),
+            ("ws_idle_timeout = 86401", "ws_idle_timeout:"),
+            ("allowed_origins = \"evil.example\"", "allowed_origins:"),
+            (
+                "allowed_origins = \"http://a.example/path\"",
+                "allowed_origins:",
+            ),
+            ("allowed_hosts = [\"a b\"]", "allowed_hosts:"),
+            ("allowed_hosts = \"a.example:port\"", "allowed_hosts:"),
+            ("[agh]\nmax_channels = 0", "agh.max_channels:"),
+        ] {
+            let err = Config::default()
+                .apply_file(toml, Path::new("agora.toml"))
+                .unwrap_err();
+            assert!(err.to_string().starts_with(key), "{toml}: {err}");
+        }
+        for face in ["agh_listen", "http_listen", "rpc_listen"] {
+            let mut c = Config::default();
+            c.apply_file(&format!("{face} = \"0.0.0.0:0\""), Path::new("agora.toml"))
+                .unwrap();
+            let err = c.validate().unwrap_err().to_string();
+            assert!(err.starts_with("api_key:") && err.contains(face), "{err}");
+            c.apply_file("api_key = \"0123456789abcdef\"", Path::new("agora.toml"))
+                .unwrap();
+            c.validate().unwrap();
+        }
     }
 
     #[test]

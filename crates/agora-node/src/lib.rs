@@ -18,6 +18,7 @@
 //! | [`frames`], [`topics`], [`pings`], [`gated`], [`connmgr`] | the mesh's parts: gossipsub's inbound reader, the topic budget, ping that keeps answering, wake-gated handlers, the connection manager |
 //! | [`rpc`] | the JSON-RPC 2.0 WebSocket face |
 //! | [`server`] | the AGH WebSocket face and the HTTP API |
+//! | [`serve`] | the serving layer in front of the three axum faces: connection limits, timeouts, Host, Origin and API key checks |
 //!
 //! The mesh reports to one router task ([`route_mesh_events`]) that hands Hyperspace traffic
 //! (its gossip topics, `/agora/hyperspace/1.0.0` requests, DHT records offered to us, subscriptions
@@ -35,6 +36,7 @@ pub mod mesh;
 pub mod nats;
 pub mod pings;
 pub mod rpc;
+pub mod serve;
 pub mod server;
 pub mod store;
 pub mod topics;
@@ -54,6 +56,9 @@ pub use config::Config;
 /// The node could not start or stopped on an error.
 #[derive(Debug, thiserror::Error)]
 pub enum NodeError {
+    /// The configuration is unusable (checked before anything is created).
+    #[error("configuration: {0}")]
+    Config(#[from] config::ConfigError),
     /// The node key.
     #[error(transparent)]
     Key(#[from] keys::KeyError),
@@ -71,9 +76,6 @@ pub enum NodeError {
         /// What is wrong.
         message: String,
     },
-    /// The JSON-RPC face would be reachable beyond loopback without an API key.
-    #[error("rpc_listen {0} is not a loopback address: set rpc.api_key (or AGORA_RPC_API_KEY)")]
-    RpcNeedsKey(std::net::SocketAddr),
     /// The AGTP face could not be set up (keys, certificate, peers, index).
     #[error("agtp: {0}")]
     Agtp(String),
@@ -114,6 +116,8 @@ pub async fn run_until(
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<(), NodeError> {
     let started = Instant::now();
+    // Nothing is created (key, database, listeners) for a configuration that cannot run.
+    config.validate()?;
     let keypair = keys::load_or_create(&config.data)?;
     let data = config.data.clone();
     let store = tokio::task::spawn_blocking(move || store::Store::open(&data))
@@ -145,9 +149,6 @@ pub async fn run_until(
     let (agh_tx, agh_rx) = mpsc::channel(4096);
     let (listening_tx, mut listening_rx) = mpsc::channel(16);
 
-    if !config.rpc_listen.ip().is_loopback() && config.rpc_api_key.is_none() {
-        return Err(NodeError::RpcNeedsKey(config.rpc_listen));
-    }
     let agh_listener = bind("agh", config.agh_listen).await?;
     let http_listener = bind("http", config.http_listen).await?;
     let rpc_listener = bind("rpc", config.rpc_listen).await?;
@@ -227,6 +228,7 @@ pub async fn run_until(
                 replay_age: config.agh.replay_age,
                 reference_admission: config.agh.reference_admission,
             },
+            max_channels: config.agh.max_channels,
         },
         store.clone(),
         catalogs,
@@ -282,32 +284,47 @@ pub async fn run_until(
     };
 
     let (stop_tx, _) = tokio::sync::broadcast::channel::<()>(1);
-    let serve = |listener: TcpListener, app: axum::Router, face: &'static str, addr| {
+    let access = serve::Access {
+        api_key: config.api_key.as_deref().map(Into::into),
+        public_paths: &[],
+        allowed_origins: config.allowed_origins.clone().into(),
+        allowed_hosts: config.allowed_hosts.clone().into(),
+        own_http_port: http_addr.port(),
+    };
+    let serve = |listener: TcpListener, name: &'static str, router: axum::Router, access| {
         let mut stop = stop_tx.subscribe();
-        tokio::spawn(async move {
-            axum::serve(listener, app)
-                .with_graceful_shutdown(async move {
-                    let _ = stop.recv().await;
-                })
-                .await
-                .map_err(|source| NodeError::Listen { face, addr, source })
-        })
+        let face = serve::Face {
+            name,
+            router,
+            limits: config.faces,
+            access,
+        };
+        tokio::spawn(serve::serve(listener, face, async move {
+            let _ = stop.recv().await;
+        }))
     };
     let agh_server = serve(
         agh_listener,
-        server::agh_face(state.clone()),
         "agh",
-        agh_addr,
+        server::agh_face(state.clone()),
+        access.clone(),
     );
     let http_server = serve(
         http_listener,
-        server::http_face(state.clone()),
         "http",
-        http_addr,
+        server::http_face(state.clone()),
+        serve::Access {
+            public_paths: if config.public_reads {
+                server::READ_ONLY_PATHS
+            } else {
+                &[]
+            },
+            ..access.clone()
+        },
     );
     let mut rpc_state = rpc::RpcState::new(
         calls_tx,
-        config.rpc_api_key.clone(),
+        config.api_key.clone(),
         rpc_addr.ip().is_loopback(),
         tokens,
         links,
@@ -315,7 +332,16 @@ pub async fn run_until(
     );
     rpc_state.conn_rate = config.rpc_conn_rate;
     rpc_state.key_rate = config.rpc_key_rate;
-    let rpc_server = serve(rpc_listener, rpc::face(rpc_state), "rpc", rpc_addr);
+    // The JSON-RPC face checks its credentials itself (the API key or a session token).
+    let rpc_server = serve(
+        rpc_listener,
+        "rpc",
+        rpc::face(rpc_state),
+        serve::Access {
+            api_key: None,
+            ..access
+        },
+    );
     let refresh_task = tokio::spawn(Arc::clone(&agtp_face.ans).run_refresh());
     let agtp_server = {
         let mut stop = stop_tx.subscribe();

@@ -10,13 +10,18 @@
 //!   agent connection (so a body can greet and then send); answers `{"results":[verdict…]}`
 //! - `PUT /agh/v0/catalogs/{peer_id}` → body: a capability catalog (array of documents or
 //!   `{"capabilities":[…]}`); stored durably, then applied; `DELETE` removes it.
+//!
+//! Connection limits, timeouts and the Host, Origin and API key checks happen before these
+//! handlers, in [`crate::serve`]. An agent session whose WebSocket breaks the protocol is closed
+//! with a status code: 1009 for a message over the envelope limit, 1007 for a text frame that is
+//! not UTF-8, 1002 for other protocol errors, 1001 when it was idle for too long.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 
 use agora_agh::{Catalog, MAX_ENVELOPE_BYTES};
-use axum::extract::ws::{Message, WebSocket, WebSocketUpgrade};
+use axum::extract::ws::{CloseFrame, Message, WebSocket, WebSocketUpgrade, close_code};
 use axum::extract::{DefaultBodyLimit, Path, Query, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
@@ -29,9 +34,16 @@ use tokio::sync::{mpsc, oneshot};
 
 use crate::agh::{AGENT_QUEUE, ConnId, Input, Verdict};
 use crate::mesh;
+use crate::serve::json_error as error;
 
 /// Largest HTTP body accepted (many envelopes per post).
 const MAX_BODY: usize = 8 << 20;
+
+/// Largest WebSocket message (and frame) from an agent: one envelope and some slack.
+const MAX_AGENT_MESSAGE: usize = MAX_ENVELOPE_BYTES + 1024;
+
+/// The HTTP API's read-only endpoints, which `public_reads` opens without the API key.
+pub const READ_ONLY_PATHS: &[&str] = &["/healthz", "/status", "/hyperspace/cards", "/agh/v0/peers"];
 
 /// Shared state of the listeners.
 #[derive(Clone, Debug)]
@@ -79,17 +91,13 @@ pub fn http_face(state: AppState) -> Router {
         .with_state(state)
 }
 
-fn error(status: StatusCode, message: impl Into<String>) -> Response {
-    (status, Json(json!({"error": message.into()}))).into_response()
-}
-
 fn unavailable() -> Response {
     error(StatusCode::SERVICE_UNAVAILABLE, "the node is shutting down")
 }
 
 async fn agh_ws(State(state): State<AppState>, ws: WebSocketUpgrade) -> Response {
-    ws.max_message_size(MAX_ENVELOPE_BYTES + 1024)
-        .max_frame_size(MAX_ENVELOPE_BYTES + 1024)
+    ws.max_message_size(MAX_AGENT_MESSAGE)
+        .max_frame_size(MAX_AGENT_MESSAGE)
         .on_upgrade(move |socket| agent_session(state, socket))
 }
 
@@ -108,15 +116,42 @@ async fn agent_session(state: AppState, socket: WebSocket) {
         return;
     }
     let (mut sink, mut stream) = socket.split();
+    // A protocol error closes at once with its code; otherwise queued frames go out first.
+    let (close_tx, mut close_rx) = oneshot::channel::<CloseFrame>();
     let writer = tokio::spawn(async move {
-        while let Some(frame) = frames_rx.recv().await {
-            if sink.send(Message::Text(frame.into())).await.is_err() {
-                break;
+        let mut closing = false;
+        loop {
+            tokio::select! {
+                biased;
+                close = &mut close_rx, if !closing => {
+                    closing = true;
+                    if let Ok(frame) = close {
+                        let _ = sink.send(Message::Close(Some(frame))).await;
+                        return;
+                    }
+                }
+                frame = frames_rx.recv() => {
+                    let Some(frame) = frame else { break };
+                    if sink.send(Message::Text(frame.into())).await.is_err() {
+                        return;
+                    }
+                }
             }
         }
         let _ = sink.close().await;
     });
-    while let Some(Ok(message)) = stream.next().await {
+    loop {
+        let message = match stream.next().await {
+            None => break,
+            Some(Ok(message)) => message,
+            Some(Err(e)) => {
+                if let Some(frame) = close_frame(e) {
+                    tracing::debug!(conn = conn.0, code = frame.code, reason = %frame.reason, "closing an agent's WebSocket");
+                    let _ = close_tx.send(frame);
+                }
+                break;
+            }
+        };
         match message {
             Message::Text(text) => {
                 let input = Input::FromAgent {
@@ -144,6 +179,34 @@ async fn agent_session(state: AppState, socket: WebSocket) {
     let _ = state.agh.send(Input::Disconnect(conn)).await;
     drop(frames_tx);
     let _ = writer.await;
+}
+
+/// The close frame for an error on an agent's WebSocket; `None` when the connection is gone.
+fn close_frame(error: axum::Error) -> Option<CloseFrame> {
+    use tungstenite::error::{Error as WsError, ProtocolError};
+    let inner = error.into_inner();
+    let (code, reason) = match inner.downcast_ref::<WsError>()? {
+        WsError::Capacity(_) => (
+            close_code::SIZE,
+            format!("message over the limit of {MAX_AGENT_MESSAGE} bytes"),
+        ),
+        WsError::Utf8(_) => (close_code::INVALID, "text frame is not UTF-8".to_owned()),
+        WsError::Protocol(ProtocolError::ResetWithoutClosingHandshake) => return None,
+        WsError::Protocol(p) => (close_code::PROTOCOL, format!("protocol error: {p}")),
+        WsError::Io(e) if e.kind() == std::io::ErrorKind::TimedOut => {
+            (close_code::AWAY, "idle for too long".to_owned())
+        }
+        _ => return None,
+    };
+    // A close reason is at most 123 bytes.
+    let mut reason = reason;
+    while reason.len() > 123 {
+        reason.pop();
+    }
+    Some(CloseFrame {
+        code,
+        reason: reason.into(),
+    })
 }
 
 async fn status(State(state): State<AppState>) -> Response {

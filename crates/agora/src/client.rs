@@ -16,6 +16,7 @@ use futures::{SinkExt, StreamExt};
 use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio_tungstenite::tungstenite::Message;
+use tokio_tungstenite::tungstenite::client::IntoClientRequest as _;
 
 /// Default HTTP API address of a local node.
 pub(crate) const DEFAULT_NODE: &str = "http://127.0.0.1:4411";
@@ -29,6 +30,14 @@ pub(crate) struct ClientOpts {
     /// Print JSON for scripts instead of tables.
     #[arg(long)]
     json: bool,
+    /// The node's API key, sent as `Authorization: Bearer` (needed once the node has one).
+    #[arg(
+        long = "api-key",
+        env = "AGORA_API_KEY",
+        hide_env_values = true,
+        value_name = "KEY"
+    )]
+    api_key: Option<String>,
 }
 
 /// `agora capability …`.
@@ -87,13 +96,20 @@ struct Response {
     body: Value,
 }
 
+/// The `Authorization` header line for `key`, or nothing.
+fn authorization(key: Option<&str>) -> String {
+    key.map(|k| format!("Authorization: Bearer {}\r\n", k.trim()))
+        .unwrap_or_default()
+}
+
 /// One HTTP/1.1 request (no keep-alive) to the node's JSON API.
 async fn request(
-    node: &str,
+    opts: &ClientOpts,
     method: &str,
     path: &str,
     body: Option<&str>,
 ) -> Result<Response, Failure> {
+    let node = opts.node.as_str();
     let host = node
         .strip_prefix("http://")
         .ok_or_else(|| usage(format!("--node must be an http:// URL, got {node:?}")))?
@@ -103,7 +119,8 @@ async fn request(
         .map_err(|e| usage(format!("cannot reach the node at {node}: {e}")))?;
     let body = body.unwrap_or("");
     let head = format!(
-        "{method} {path} HTTP/1.1\r\nHost: {host}\r\nAccept: application/json\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+        "{method} {path} HTTP/1.1\r\nHost: {host}\r\n{}Accept: application/json\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+        authorization(opts.api_key.as_deref()),
         body.len()
     );
     let io = |e: std::io::Error| usage(format!("talking to {node}: {e}"));
@@ -145,7 +162,7 @@ fn dechunk(mut data: &[u8]) -> Option<Vec<u8>> {
 }
 
 async fn get_ok(opts: &ClientOpts, path: &str) -> Result<Value, Failure> {
-    let r = request(&opts.node, "GET", path, None).await?;
+    let r = request(opts, "GET", path, None).await?;
     if r.status == 200 {
         Ok(r.body)
     } else {
@@ -306,7 +323,17 @@ impl Session {
             .as_str()
             .ok_or_else(|| refused("the node does not serve the AGH face"))?
             .to_owned();
-        let (ws, _) = tokio_tungstenite::connect_async(url.as_str())
+        let mut upgrade = url
+            .as_str()
+            .into_client_request()
+            .map_err(|e| usage(format!("cannot open {url}: {e}")))?;
+        if let Some(key) = &opts.api_key {
+            let value = format!("Bearer {}", key.trim())
+                .parse()
+                .map_err(|_| usage("the API key cannot be sent in an HTTP header"))?;
+            upgrade.headers_mut().insert("Authorization", value);
+        }
+        let (ws, _) = tokio_tungstenite::connect_async(upgrade)
             .await
             .map_err(|e| usage(format!("cannot open {url}: {e}")))?;
         let mut s = Self {
@@ -495,7 +522,7 @@ pub(crate) async fn say(opts: ClientOpts, args: SayArgs) -> Outcome {
     let greet = base("greet", format!("{id}-g"), json!({ "peer_card": card }));
     let say = base("say", id.clone(), json!({ "text": args.text }));
     let body = format!("{greet}\n{say}\n");
-    let r = request(&opts.node, "POST", "/agh/v0/envelopes", Some(&body)).await?;
+    let r = request(&opts, "POST", "/agh/v0/envelopes", Some(&body)).await?;
     let verdict = &r.body["results"][1];
     if opts.json {
         print_json(verdict);
@@ -627,7 +654,7 @@ pub(crate) async fn capability(cmd: CapabilityCommand) -> Outcome {
         text
     };
     let r = request(
-        &opts.node,
+        &opts,
         "PUT",
         &format!("/agh/v0/catalogs/{peer}"),
         Some(&catalog),

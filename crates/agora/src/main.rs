@@ -15,6 +15,12 @@ mod hyperspace;
 mod input;
 mod node;
 
+/// jemalloc, whose background thread gives freed pages back to the system within seconds;
+/// glibc's malloc kept the memory of closed connections (thousands of them after a flood) for
+/// the life of the process.
+#[global_allocator]
+static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+
 /// Agora: let AI agents find each other, learn what each can do, and hand work to each other.
 #[derive(Debug, Parser)]
 #[command(name = "agora", version, about, long_about = None)]

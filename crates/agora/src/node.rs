@@ -47,6 +47,35 @@ pub(crate) struct NodeArgs {
     /// AGH greet interval in seconds (remote presence lasts twice as long). Default: 30.
     #[arg(long = "greet-interval", value_name = "SECS")]
     greet_interval: Option<u64>,
+    /// Connections served at once by each HTTP and WebSocket face (beyond: 503). Default: 1024.
+    #[arg(long = "max-connections", value_name = "N")]
+    max_connections: Option<usize>,
+    /// Seconds for a request's headers (or a WebSocket upgrade) to arrive; also how long an HTTP
+    /// connection may wait for its next request. Default: 10.
+    #[arg(long = "header-timeout", value_name = "SECS")]
+    header_timeout: Option<u64>,
+    /// Seconds for a request's body to arrive and its answer to be ready (beyond: 408).
+    /// Default: 60.
+    #[arg(long = "request-timeout", value_name = "SECS")]
+    request_timeout: Option<u64>,
+    /// Seconds a WebSocket may go without a frame either way before it is closed. Default: 300.
+    #[arg(long = "ws-idle-timeout", value_name = "SECS")]
+    ws_idle_timeout: Option<u64>,
+    /// A browser origin (scheme://host[:port]) allowed to open WebSockets and send changes
+    /// (repeatable). The node's own HTTP face is always allowed.
+    #[arg(long = "allow-origin", value_name = "ORIGIN")]
+    allow_origin: Vec<String>,
+    /// A host name (or name:port) that names this node besides localhost and its addresses
+    /// (repeatable); requests for any other Host are refused with 421.
+    #[arg(long = "allow-host", value_name = "HOST")]
+    allow_host: Vec<String>,
+    /// Answer the HTTP API's read-only endpoints (/healthz, /status, GET peers and cards)
+    /// without the API key.
+    #[arg(long = "public-reads")]
+    public_reads: bool,
+    /// Channels one agent connection may be in. Default: 64.
+    #[arg(long = "agh-max-channels", value_name = "N")]
+    agh_max_channels: Option<usize>,
 }
 
 pub(crate) fn run(args: NodeArgs) -> ExitCode {
@@ -62,11 +91,20 @@ pub(crate) fn run(args: NodeArgs) -> ExitCode {
         peers_high: args.peers_high,
         greet_interval: args.greet_interval,
         nats_url: None,
+        api_key: None,
         rpc_api_key: None,
         rpc_conn_rate: None,
         rpc_key_rate: None,
         agtp_tls: args.agtp_tls.then_some(true),
         agtp_insecure: args.insecure.then_some(true),
+        max_connections: args.max_connections,
+        header_timeout: args.header_timeout,
+        request_timeout: args.request_timeout,
+        ws_idle_timeout: args.ws_idle_timeout,
+        allowed_origins: args.allow_origin,
+        allowed_hosts: args.allow_host,
+        public_reads: args.public_reads.then_some(true),
+        agh_max_channels: args.agh_max_channels,
     };
     let config = Config::load(args.config.as_deref(), Overrides::default()).and_then(|mut c| {
         c.apply(Config::env_overrides(|k| std::env::var(k).ok())?)?;
@@ -82,6 +120,11 @@ pub(crate) fn run(args: NodeArgs) -> ExitCode {
         }
     };
     init_logging();
+    // jemalloc's background thread purges freed pages (after its 10 s decay) even while the node
+    // is idle: the memory of closed connections goes back to the system.
+    if let Err(e) = tikv_jemalloc_ctl::background_thread::write(true) {
+        tracing::warn!(error = %e, "cannot start jemalloc's background thread; freed memory stays with the process");
+    }
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -94,6 +137,10 @@ pub(crate) fn run(args: NodeArgs) -> ExitCode {
     };
     match runtime.block_on(agora_node::run(config)) {
         Ok(()) => ExitCode::SUCCESS,
+        Err(e @ agora_node::NodeError::Config(_)) => {
+            eprintln!("agora: {e}");
+            ExitCode::from(2)
+        }
         Err(e) => {
             eprintln!("agora: {e}");
             ExitCode::FAILURE
