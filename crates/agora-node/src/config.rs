@@ -65,6 +65,15 @@ pub struct Config {
     pub rpc_conn_rate: f64,
     /// JSON-RPC requests per second per credential (`[rpc] key_rate`, `AGORA_RPC_KEY_RATE`).
     pub rpc_key_rate: f64,
+    /// JSON-RPC frames in flight per connection (`[rpc] conn_frames`, `AGORA_RPC_CONN_FRAMES`).
+    pub rpc_conn_frames: usize,
+    /// JSON-RPC bytes held per connection (`[rpc] conn_bytes`, `AGORA_RPC_CONN_BYTES`).
+    pub rpc_conn_bytes: usize,
+    /// JSON-RPC bytes held for all connections (`[rpc] total_bytes`, `AGORA_RPC_TOTAL_BYTES`).
+    pub rpc_total_bytes: usize,
+    /// Longest write to a JSON-RPC client (`[rpc] write_timeout_secs`,
+    /// `AGORA_RPC_WRITE_TIMEOUT_SECS`).
+    pub rpc_write_timeout: Duration,
 }
 
 /// `[agh]` settings.
@@ -190,8 +199,12 @@ impl Default for Config {
             allowed_origins: Vec::new(),
             allowed_hosts: Vec::new(),
             public_reads: false,
-            rpc_conn_rate: 200.0,
-            rpc_key_rate: 1000.0,
+            rpc_conn_rate: crate::rpc::CONN_RATE,
+            rpc_key_rate: crate::rpc::KEY_RATE,
+            rpc_conn_frames: crate::rpc::CONN_FRAMES,
+            rpc_conn_bytes: crate::rpc::CONN_BYTES,
+            rpc_total_bytes: crate::rpc::TOTAL_BYTES,
+            rpc_write_timeout: crate::rpc::WRITE_TIMEOUT,
         }
     }
 }
@@ -307,6 +320,10 @@ struct FileRpc {
     api_key: Option<String>,
     conn_rate: Option<f64>,
     key_rate: Option<f64>,
+    conn_frames: Option<usize>,
+    conn_bytes: Option<usize>,
+    total_bytes: Option<usize>,
+    write_timeout_secs: Option<u64>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -389,6 +406,14 @@ pub struct Overrides {
     pub rpc_conn_rate: Option<f64>,
     /// `AGORA_RPC_KEY_RATE`.
     pub rpc_key_rate: Option<f64>,
+    /// `AGORA_RPC_CONN_FRAMES`.
+    pub rpc_conn_frames: Option<usize>,
+    /// `AGORA_RPC_CONN_BYTES`.
+    pub rpc_conn_bytes: Option<usize>,
+    /// `AGORA_RPC_TOTAL_BYTES`.
+    pub rpc_total_bytes: Option<usize>,
+    /// `AGORA_RPC_WRITE_TIMEOUT_SECS`.
+    pub rpc_write_timeout: Option<u64>,
     /// `--agtp-tls` / `AGORA_AGTP_TLS`: TLS even on loopback.
     pub agtp_tls: Option<bool>,
     /// `--insecure` / `AGORA_AGTP_INSECURE`: plain AGTP beyond loopback.
@@ -451,6 +476,10 @@ impl Config {
             agh_max_channels: file.agh.as_ref().and_then(|a| a.max_channels),
             rpc_conn_rate: file.rpc.as_ref().and_then(|r| r.conn_rate),
             rpc_key_rate: file.rpc.as_ref().and_then(|r| r.key_rate),
+            rpc_conn_frames: file.rpc.as_ref().and_then(|r| r.conn_frames),
+            rpc_conn_bytes: file.rpc.as_ref().and_then(|r| r.conn_bytes),
+            rpc_total_bytes: file.rpc.as_ref().and_then(|r| r.total_bytes),
+            rpc_write_timeout: file.rpc.as_ref().and_then(|r| r.write_timeout_secs),
             agtp_tls: file.agtp.as_ref().and_then(|a| a.tls),
             agtp_insecure: file.agtp.as_ref().and_then(|a| a.insecure),
         })?;
@@ -533,6 +562,40 @@ impl Config {
                 }
                 *slot = v;
             }
+        }
+        if let Some(n) = o.rpc_conn_frames {
+            if n == 0 {
+                return Err(invalid("rpc.conn_frames", "must be at least 1"));
+            }
+            self.rpc_conn_frames = n;
+        }
+        // A connection must be able to hold one message of the largest size.
+        for (value, slot, key) in [
+            (o.rpc_conn_bytes, &mut self.rpc_conn_bytes, "rpc.conn_bytes"),
+            (
+                o.rpc_total_bytes,
+                &mut self.rpc_total_bytes,
+                "rpc.total_bytes",
+            ),
+        ] {
+            if let Some(v) = value {
+                if v < crate::rpc::MAX_MESSAGE_BYTES {
+                    return Err(invalid(
+                        key,
+                        "must be at least 1048576 bytes (one message of the largest size)",
+                    ));
+                }
+                *slot = v;
+            }
+        }
+        if let Some(secs) = o.rpc_write_timeout {
+            if secs == 0 {
+                return Err(invalid(
+                    "rpc.write_timeout_secs",
+                    "must be at least 1 second",
+                ));
+            }
+            self.rpc_write_timeout = Duration::from_secs(secs);
         }
         Ok(())
     }
@@ -693,6 +756,10 @@ impl Config {
             agh_max_channels: number(&get, "AGORA_AGH_MAX_CHANNELS")?,
             rpc_conn_rate: number(&get, "AGORA_RPC_CONN_RATE")?,
             rpc_key_rate: number(&get, "AGORA_RPC_KEY_RATE")?,
+            rpc_conn_frames: number(&get, "AGORA_RPC_CONN_FRAMES")?,
+            rpc_conn_bytes: number(&get, "AGORA_RPC_CONN_BYTES")?,
+            rpc_total_bytes: number(&get, "AGORA_RPC_TOTAL_BYTES")?,
+            rpc_write_timeout: number(&get, "AGORA_RPC_WRITE_TIMEOUT_SECS")?,
             agtp_tls: boolean(&get, "AGORA_AGTP_TLS")?,
             agtp_insecure: boolean(&get, "AGORA_AGTP_INSECURE")?,
         })
@@ -1081,6 +1148,37 @@ mod tests {
             c.apply_file("api_key = \"0123456789abcdef\"", Path::new("agora.toml"))
                 .unwrap();
             c.validate().unwrap();
+        }
+    }
+
+    #[test]
+    fn json_rpc_flow_limits_layer_and_are_checked() {
+        let mut c = Config::default();
+        assert_eq!(c.rpc_conn_frames, crate::rpc::CONN_FRAMES);
+        c.apply_file(
+            "[rpc]\nconn_frames = 8\nconn_bytes = 2097152\nwrite_timeout_secs = 5",
+            Path::new("agora.toml"),
+        )
+        .unwrap();
+        let env = Config::env_overrides(|k| {
+            (k == "AGORA_RPC_TOTAL_BYTES").then(|| "16777216".to_owned())
+        })
+        .unwrap();
+        c.apply(env).unwrap();
+        assert_eq!(c.rpc_conn_frames, 8);
+        assert_eq!(c.rpc_conn_bytes, 2 << 20);
+        assert_eq!(c.rpc_total_bytes, 16 << 20);
+        assert_eq!(c.rpc_write_timeout, Duration::from_secs(5));
+        for (toml, key) in [
+            ("[rpc]\nconn_frames = 0", "rpc.conn_frames:"),
+            ("[rpc]\nconn_bytes = 1000", "rpc.conn_bytes:"),
+            ("[rpc]\ntotal_bytes = 1000", "rpc.total_bytes:"),
+            ("[rpc]\nwrite_timeout_secs = 0", "rpc.write_timeout_secs:"),
+        ] {
+            let err = Config::default()
+                .apply_file(toml, Path::new("agora.toml"))
+                .unwrap_err();
+            assert!(err.to_string().starts_with(key), "{toml}: {err}");
         }
     }
 

@@ -332,6 +332,10 @@ pub async fn run_until(
     );
     rpc_state.conn_rate = config.rpc_conn_rate;
     rpc_state.key_rate = config.rpc_key_rate;
+    rpc_state.conn_frames = config.rpc_conn_frames;
+    rpc_state.conn_bytes = config.rpc_conn_bytes;
+    rpc_state.total_bytes = config.rpc_total_bytes;
+    rpc_state.write_timeout = config.rpc_write_timeout;
     // The JSON-RPC face checks its credentials itself (the API key or a session token).
     let rpc_server = serve(
         rpc_listener,
