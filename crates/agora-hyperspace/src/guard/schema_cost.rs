@@ -558,6 +558,25 @@ struct Frame<'a> {
 /// A schema with the base URI and draft it is read in.
 type Anchored<'a> = (&'a Value, u32, Draft);
 
+/// What a schema object costs whatever the data (see [`Walk::local_steps`]).
+#[derive(Debug, Default)]
+struct Info<'a> {
+    keywords: u64,
+    /// One per keyword and the visit, plus comparing `const`/`enum`/`required` values.
+    fixed: u64,
+    /// Keywords that read a string, and their steps per 16 bytes together.
+    string_keywords: u64,
+    string_per_16: u64,
+    /// Keywords that iterate an object's members or an array's items.
+    iterating: u64,
+    unique: bool,
+    /// `patternProperties` patterns.
+    patterns: u64,
+    unevaluated: bool,
+    /// The applicator keywords (references included), with their values.
+    applicators: Vec<(&'static str, &'a Value)>,
+}
+
 /// Keywords whose value is one subschema.
 const SINGLE: [&str; 11] = [
     "additionalProperties",
@@ -634,36 +653,44 @@ fn collect_addresses(value: &Value, out: &mut HashSet<usize>) {
     }
 }
 
+/// Whether `keyword` applies subschemas (a reference or an applicator).
+fn is_applicator(keyword: &str) -> bool {
+    APPLICATORS.contains(&keyword)
+}
+
 /// The static name of an applicator keyword (labels live as long as the schema or forever).
 fn static_keyword(keyword: &str) -> &'static str {
-    const NAMES: [&str; 21] = [
-        "$ref",
-        "$dynamicRef",
-        "$recursiveRef",
-        "allOf",
-        "anyOf",
-        "oneOf",
-        "not",
-        "if",
-        "then",
-        "else",
-        "dependentSchemas",
-        "dependencies",
-        "properties",
-        "patternProperties",
-        "additionalProperties",
-        "unevaluatedProperties",
-        "propertyNames",
-        "items",
-        "prefixItems",
-        "additionalItems",
-        "unevaluatedItems",
-    ];
-    NAMES
+    APPLICATORS
         .into_iter()
         .find(|name| *name == keyword)
         .unwrap_or("contains")
 }
+
+/// Every keyword that applies subschemas, references included.
+const APPLICATORS: [&str; 22] = [
+    "$ref",
+    "$dynamicRef",
+    "$recursiveRef",
+    "allOf",
+    "anyOf",
+    "oneOf",
+    "not",
+    "if",
+    "then",
+    "else",
+    "dependentSchemas",
+    "dependencies",
+    "properties",
+    "patternProperties",
+    "additionalProperties",
+    "unevaluatedProperties",
+    "propertyNames",
+    "items",
+    "prefixItems",
+    "additionalItems",
+    "unevaluatedItems",
+    "contains",
+];
 
 struct Walk<'r, 'l> {
     registry: &'r Registry<'r>,
@@ -675,7 +702,10 @@ struct Walk<'r, 'l> {
     /// The base and draft of a subschema, by (subschema, parent's base, parent's draft).
     entered: HashMap<(usize, u32, Draft), (u32, Draft)>,
     /// Where references lead, by (schema object, keyword, base).
-    resolved: HashMap<(usize, &'static str, u32), Vec<Anchored<'r>>>,
+    resolved: HashMap<(usize, &'static str, u32), Arc<[Anchored<'r>]>>,
+    /// What each schema object costs whatever the data, and the index by address.
+    infos: Vec<Info<'r>>,
+    info_ids: HashMap<usize, usize>,
     /// `$dynamicAnchor` schemas by name.
     dynamic: HashMap<&'r str, Vec<Anchored<'r>>>,
     /// `$recursiveAnchor: true` schemas.
@@ -700,6 +730,8 @@ impl<'r, 'l> Walk<'r, 'l> {
             base_ids: HashMap::default(),
             entered: HashMap::default(),
             resolved: HashMap::default(),
+            infos: Vec::new(),
+            info_ids: HashMap::default(),
             dynamic: HashMap::default(),
             recursive: Vec::new(),
             subschemas: 0,
@@ -903,10 +935,10 @@ impl<'r, 'l> Walk<'r, 'l> {
         keyword: &'static str,
         reference: &'r str,
         base: u32,
-    ) -> Result<Vec<Anchored<'r>>, SchemaLimitError> {
+    ) -> Result<Arc<[Anchored<'r>]>, SchemaLimitError> {
         let key = (std::ptr::from_ref(schema) as usize, keyword, base);
         if let Some(found) = self.resolved.get(&key) {
-            return Ok(found.clone());
+            return Ok(Arc::clone(found));
         }
         let mut targets = Vec::new();
         match keyword {
@@ -926,7 +958,8 @@ impl<'r, 'l> Walk<'r, 'l> {
             }
             _ => targets.push(self.lookup(reference, base)?),
         }
-        self.resolved.insert(key, targets.clone());
+        let targets: Arc<[Anchored<'r>]> = targets.into();
+        self.resolved.insert(key, Arc::clone(&targets));
         Ok(targets)
     }
 
@@ -950,42 +983,82 @@ impl<'r, 'l> Walk<'r, 'l> {
         }
     }
 
-    /// A pair's own steps: one per keyword, plus what the keyword reads of the data.
-    fn local_steps(&mut self, members: &Map<String, Value>, data: Part<'_>) -> u64 {
-        let (object, array, text) = match data {
-            Part::Value(Value::Object(object)) => (Some(object), None, None),
-            Part::Value(Value::Array(array)) => (None, Some(array), None),
-            Part::Value(Value::String(text)) => (None, None, Some(text.as_str())),
-            Part::Key(key) => (None, None, Some(key)),
-            Part::Value(_) => (None, None, None),
+    /// What a schema object costs whatever the data, computed once per schema.
+    fn info(&mut self, schema: &'r Value, members: &'r Map<String, Value>) -> usize {
+        let address = std::ptr::from_ref(schema) as usize;
+        if let Some(&index) = self.info_ids.get(&address) {
+            return index;
+        }
+        let mut info = Info {
+            keywords: members.len() as u64,
+            fixed: 1 + members.len() as u64,
+            ..Info::default()
         };
-        let children = (object.map_or(0, Map::len) + array.map_or(0, Vec::len)) as u64;
-        let mut local = 1 + members.len() as u64;
         for (keyword, value) in members {
             let k = keyword.as_str();
-            let steps = match k {
-                "const" | "enum" | "required" | "dependentRequired" => scan(value),
-                "uniqueItems" => match data {
-                    Part::Value(array @ Value::Array(_)) => self.data_scan(array),
-                    _ => 0,
-                },
-                "patternProperties" => object.map_or(0, |o| {
-                    let patterns = value.as_object().map_or(0, Map::len) as u64;
-                    let key_bytes = o
+            match k {
+                "const" | "enum" | "required" | "dependentRequired" => {
+                    info.fixed = info.fixed.saturating_add(scan(value));
+                }
+                "uniqueItems" => info.unique = true,
+                "patternProperties" => {
+                    info.patterns = value.as_object().map_or(0, Map::len) as u64;
+                }
+                _ => {}
+            }
+            if let Some((_, per_16)) = STRING_KEYWORDS.iter().find(|(name, _)| *name == k) {
+                info.string_keywords += 1;
+                info.string_per_16 += per_16;
+            }
+            if ITERATING.contains(&k) {
+                info.iterating += 1;
+            }
+            info.unevaluated |= k.starts_with("unevaluated");
+            if is_applicator(k) {
+                info.applicators.push((static_keyword(k), value));
+            }
+        }
+        let index = self.infos.len();
+        self.infos.push(info);
+        self.info_ids.insert(address, index);
+        index
+    }
+
+    /// A pair's own steps: one per keyword, plus what the keywords read of the data.
+    fn local_steps(&mut self, info: usize, data: Part<'_>) -> u64 {
+        let Some(info) = self.infos.get(info) else {
+            return 0;
+        };
+        let (fixed, string_keywords, string_per_16) =
+            (info.fixed, info.string_keywords, info.string_per_16);
+        let (iterating, unique, patterns) = (info.iterating, info.unique, info.patterns);
+        let mut local = fixed;
+        match data {
+            Part::Value(Value::String(text)) => {
+                let reading = (text.len() as u64).saturating_mul(string_per_16) / 16;
+                local = local.saturating_add(string_keywords + reading);
+            }
+            Part::Key(key) => {
+                let reading = (key.len() as u64).saturating_mul(string_per_16) / 16;
+                local = local.saturating_add(string_keywords + reading);
+            }
+            Part::Value(array @ Value::Array(items)) => {
+                local = local.saturating_add(iterating.saturating_mul(items.len() as u64));
+                if unique {
+                    local = local.saturating_add(self.data_scan(array));
+                }
+            }
+            Part::Value(Value::Object(object)) => {
+                local = local.saturating_add(iterating.saturating_mul(object.len() as u64));
+                if patterns > 0 {
+                    let key_bytes = object
                         .keys()
                         .map(|key| 1 + 4 * key.len() as u64)
                         .fold(0, u64::saturating_add);
-                    patterns.saturating_mul(key_bytes)
-                }),
-                _ => match STRING_KEYWORDS.iter().find(|(name, _)| *name == k) {
-                    Some((_, per_16)) => {
-                        text.map_or(0, |t| 1 + (t.len() as u64).saturating_mul(*per_16) / 16)
-                    }
-                    None if ITERATING.contains(&k) => children,
-                    None => 0,
-                },
-            };
-            local = local.saturating_add(steps);
+                    local = local.saturating_add(patterns.saturating_mul(key_bytes));
+                }
+            }
+            Part::Value(_) => {}
         }
         local
     }
@@ -1007,35 +1080,40 @@ impl<'r, 'l> Walk<'r, 'l> {
         let Value::Object(members) = pair.schema else {
             return Ok(frame);
         };
-        frame.local = self.local_steps(members, pair.data);
-        frame.keywords = members.len() as u64;
+        let info = self.info(pair.schema, members);
+        frame.local = self.local_steps(info, pair.data);
+        let (keywords, unevaluated, patterns, applicators) = match self.infos.get(info) {
+            Some(i) => (i.keywords, i.unevaluated, i.patterns, i.applicators.len()),
+            None => return Ok(frame),
+        };
+        frame.keywords = keywords;
+        frame.unevaluated = unevaluated;
         // Every pair listed below is at least one step: refuse before listing too many.
         let children = match pair.data {
             Part::Value(Value::Object(o)) => o.len(),
             Part::Value(Value::Array(a)) => a.len(),
             _ => 0,
         } as u64;
-        let per_child = 8 + members
-            .get("patternProperties")
-            .and_then(Value::as_object)
-            .map_or(0, Map::len) as u64;
         if frame
             .local
-            .saturating_add(children.saturating_mul(per_child))
+            .saturating_add(children.saturating_mul(8 + patterns))
             > self.limits.max_cost
         {
             return Err(self.too_costly());
         }
-        for (keyword, value) in members {
-            let keyword = keyword.as_str();
+        for index in 0..applicators {
+            let Some(&(keyword, value)) =
+                self.infos.get(info).and_then(|i| i.applicators.get(index))
+            else {
+                break;
+            };
             if let ("$ref" | "$dynamicRef" | "$recursiveRef", Value::String(reference)) =
                 (keyword, value)
             {
-                let label = static_keyword(keyword);
-                let targets = self.targets(pair.schema, label, reference, pair.base)?;
+                let targets = self.targets(pair.schema, keyword, reference, pair.base)?;
                 let pairs = targets
-                    .into_iter()
-                    .map(|(schema, base, draft)| Pair {
+                    .iter()
+                    .map(|&(schema, base, draft)| Pair {
                         schema,
                         data: pair.data,
                         base,
@@ -1045,7 +1123,7 @@ impl<'r, 'l> Walk<'r, 'l> {
                 frame.groups.push(Group {
                     pairs,
                     in_place: true,
-                    any: label != "$ref",
+                    any: keyword != "$ref",
                     label: reference,
                 });
                 continue;
@@ -1053,10 +1131,19 @@ impl<'r, 'l> Walk<'r, 'l> {
             let Some((in_place, applied)) = applied(keyword, value, pair.data) else {
                 continue;
             };
-            frame.unevaluated |= keyword.starts_with("unevaluated");
             let mut pairs = Vec::with_capacity(applied.len());
+            let mut last: Option<(usize, (u32, Draft))> = None;
             for (schema, data) in applied {
-                let (base, draft) = self.enter(schema, pair.base, pair.draft)?;
+                // Items of one keyword share their subschema: enter it once.
+                let address = std::ptr::from_ref(schema) as usize;
+                let (base, draft) = match last {
+                    Some((known, entered)) if known == address => entered,
+                    _ => {
+                        let entered = self.enter(schema, pair.base, pair.draft)?;
+                        last = Some((address, entered));
+                        entered
+                    }
+                };
                 pairs.push(Pair {
                     schema,
                     data,
@@ -1069,7 +1156,7 @@ impl<'r, 'l> Walk<'r, 'l> {
                     pairs,
                     in_place,
                     any: false,
-                    label: static_keyword(keyword),
+                    label: keyword,
                 });
             }
         }
