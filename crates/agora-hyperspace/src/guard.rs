@@ -68,7 +68,7 @@
 //! | rate-limit `key` | 256 bytes | −32602 |
 //! | rate-limit `limit` | 1..=1000 | −32602 (one stored timestamp per allowed request in the window) |
 //! | rate-limit `window` | 1..=86 400 000 ms (one day) | −32602 |
-//! | `checkSafety` content | 1 MiB of scanned text | −32602 (the scan is linear in it: about 0.1 s a MiB in a debug build) |
+//! | `checkSafety` content | 1 MiB of scanned text | −32602 (the scan is linear in it: at worst about 2 s a MiB in a debug build) |
 //!
 //! # `validate` limits ([`ValidateLimits`], defaults)
 //!
@@ -131,7 +131,7 @@
 //!   when one more call becomes possible. **Keys are per caller** ([`Caller`]): a session-token
 //!   client's keys live in its session's namespace, the API key's and loopback clients' in the
 //!   node's, so the same `key` from two sessions counts two windows and no session can use up or
-//!   observe another's; a session's windows go with the session. Within a namespace one key's
+//!   observe another's; a session's windows go when the session is forgotten. Within a namespace one key's
 //!   log is judged with whatever `limit`/`window` each call passes. A `now_ms` earlier than the key's last
 //!   call is treated as that call's time. A refusal is `{allowed: false}`, not −32003, which the
 //!   node keeps for its own transport limits.
