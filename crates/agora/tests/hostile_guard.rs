@@ -132,10 +132,14 @@ async fn crafted_schemas_are_refused_at_once_and_the_node_goes_on() {
     .await;
     assert_eq!(r["error"]["data"]["limit"], "nesting", "{r}");
 
-    // Each static limit answers −32602 naming itself.
+    // Each static limit answers −32602 naming itself. The last: compiling
+    // `unevaluatedItems` walks the 14-level chain once per path whatever the data (13 s).
+    let walked = json!({"$defs": doubling_chain(14),
+        "properties": {"x": {"unevaluatedItems": false, "$ref": "#/$defs/a14"}}});
     for (n, schema, limit) in [
         (4, json!({"pattern": "a".repeat(2000)}), "patternBytes"),
         (5, json!({"enum": ["x".repeat(70_000)]}), "schemaBytes"),
+        (10, walked, "unevaluatedWalk"),
     ] {
         let r = rpc_call(
             &mut ws,

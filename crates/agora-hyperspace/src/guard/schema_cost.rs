@@ -35,6 +35,11 @@
 //! bounds the nesting: the longest chain of subschemas applied within each other (which is how
 //! deep `jsonschema` recurses, so how much stack it needs).
 //!
+//! Compiling is bounded by the sizes, with one exception: `jsonschema` compiles
+//! `unevaluatedProperties` and `unevaluatedItems` by walking every subschema they reach in place,
+//! once per path, whatever the data. [`check`] counts that walk the same way and bounds it
+//! ([`ValidateLimits::max_unevaluated_walk`]).
+//!
 //! References are resolved with the registry `jsonschema` itself uses, so `$ref` means the same
 //! here as in the validator. A `$dynamicRef` or `$recursiveRef` may resolve to any schema carrying
 //! its anchor, depending on the path taken; the bound takes the most expensive candidate. A
@@ -85,6 +90,9 @@ pub struct ValidateLimits {
     pub max_data_depth: usize,
     /// Subschemas applied within each other during the validation.
     pub max_nesting: usize,
+    /// Subschemas `jsonschema` walks to compile the `unevaluatedProperties` and
+    /// `unevaluatedItems` keywords, all together (see [`SchemaLimitError::Unevaluated`]).
+    pub max_unevaluated_walk: usize,
     /// Steps of the validation and of collecting its errors (see the module docs).
     pub max_cost: u64,
     /// Errors reported.
@@ -109,6 +117,7 @@ impl Default for ValidateLimits {
             max_data_bytes: 512 * 1024,
             max_data_depth: 64,
             max_nesting: 512,
+            max_unevaluated_walk: 2048,
             max_cost: 10_000_000,
             max_errors: 32,
             max_error_field_bytes: 256,
@@ -184,6 +193,16 @@ pub enum SchemaLimitError {
         /// The reference or applicator (shortened).
         reference: String,
     },
+    /// Compiling `unevaluatedProperties`/`unevaluatedItems` would walk too many subschemas:
+    /// `jsonschema` walks every subschema applied in place (through `$ref`, `allOf`, `anyOf`,
+    /// `oneOf`, `if`/`then`/`else`, `dependentSchemas`) once per path to it, whatever the data.
+    #[error(
+        "schema: compiling unevaluatedProperties/unevaluatedItems would walk more than {max} subschemas (each subschema they reach in place, once per path to it)"
+    )]
+    Unevaluated {
+        /// The limit.
+        max: usize,
+    },
     /// Subschemas would nest too deeply.
     #[error(
         "schema: validating this data would apply subschemas within each other more than {max} deep"
@@ -226,6 +245,7 @@ impl SchemaLimitError {
             Self::DataBytes { .. } => "dataBytes",
             Self::DataDepth { .. } => "dataDepth",
             Self::Nesting { .. } => "nesting",
+            Self::Unevaluated { .. } => "unevaluatedWalk",
             Self::Cost { .. } => "steps",
             Self::Unresolvable { .. } | Self::Cycle { .. } => return None,
         })
@@ -243,7 +263,8 @@ impl SchemaLimitError {
             | Self::PatternBytes { max, .. }
             | Self::DataBytes { max }
             | Self::DataDepth { max }
-            | Self::Nesting { max } => *max as u64,
+            | Self::Nesting { max }
+            | Self::Unevaluated { max } => *max as u64,
             Self::Cost { max } => *max,
             Self::Unresolvable { .. } | Self::Cycle { .. } => return None,
         };
@@ -336,6 +357,7 @@ pub fn check(
     let mut walk = Walk::new(&registry, schema, limits);
     let root_base = walk.intern(Arc::new(root_uri));
     walk.index(schema, root_base, draft, "")?;
+    walk.unevaluated_walk(schema, root_base, draft)?;
     walk.estimate(Pair {
         schema,
         data: Part::Value(data),
@@ -642,6 +664,24 @@ fn scan(value: &Value) -> u64 {
     }
 }
 
+/// Every object in `value` that holds `unevaluatedProperties` or `unevaluatedItems`.
+fn collect_unevaluated<'a>(value: &'a Value, out: &mut Vec<&'a Value>) {
+    match value {
+        Value::Array(items) => items.iter().for_each(|item| collect_unevaluated(item, out)),
+        Value::Object(members) => {
+            if members.contains_key("unevaluatedProperties")
+                || members.contains_key("unevaluatedItems")
+            {
+                out.push(value);
+            }
+            members
+                .values()
+                .for_each(|member| collect_unevaluated(member, out));
+        }
+        _ => {}
+    }
+}
+
 fn collect_addresses(value: &Value, out: &mut HashSet<usize>) {
     out.insert(std::ptr::from_ref(value) as usize);
     match value {
@@ -713,6 +753,8 @@ struct Walk<'r, 'l> {
     subschemas: usize,
     refs: usize,
     patterns: usize,
+    /// The base and draft of every schema object [`Walk::index`] reached, by address.
+    indexed: HashMap<usize, (u32, Draft)>,
     memo: HashMap<PairKey, Slot>,
     /// [`scan`] of data values (for `uniqueItems`), by address.
     scans: HashMap<usize, u64>,
@@ -737,6 +779,7 @@ impl<'r, 'l> Walk<'r, 'l> {
             subschemas: 0,
             refs: 0,
             patterns: 0,
+            indexed: HashMap::default(),
             memo: HashMap::default(),
             scans: HashMap::default(),
         }
@@ -805,6 +848,8 @@ impl<'r, 'l> Walk<'r, 'l> {
         let Value::Object(members) = schema else {
             return Ok(());
         };
+        self.indexed
+            .insert(std::ptr::from_ref(schema) as usize, (base, draft));
         for (keyword, value) in members {
             match (keyword.as_str(), value) {
                 ("$ref" | "$dynamicRef" | "$recursiveRef", _) => {
@@ -895,6 +940,96 @@ impl<'r, 'l> Walk<'r, 'l> {
             });
         }
         Ok(())
+    }
+
+    // -----------------------------------------------------------------------------------------
+    // Compiling `unevaluated*`
+    // -----------------------------------------------------------------------------------------
+
+    /// Counts what `jsonschema` walks to compile every `unevaluatedProperties` and
+    /// `unevaluatedItems` in `schema` (any object holding one, wherever it is): the subschemas
+    /// reached in place, once per path, a subschema already on the path not again (as its
+    /// compiler does).
+    fn unevaluated_walk(
+        &mut self,
+        schema: &'r Value,
+        root_base: u32,
+        root_draft: Draft,
+    ) -> Result<(), SchemaLimitError> {
+        let mut roots = Vec::new();
+        collect_unevaluated(schema, &mut roots);
+        let mut walked = 0usize;
+        for root in roots {
+            let (base, draft) = self
+                .indexed
+                .get(&(std::ptr::from_ref(root) as usize))
+                .copied()
+                .unwrap_or((root_base, root_draft));
+            // Depth-first, each entry a subschema and the in-place subschemas left to walk.
+            let mut stack: Vec<(usize, Vec<Anchored<'r>>)> = Vec::new();
+            let mut next = Some((root, base, draft));
+            while let Some((node, base, draft)) = next.take() {
+                walked += 1;
+                if walked > self.limits.max_unevaluated_walk {
+                    return Err(SchemaLimitError::Unevaluated {
+                        max: self.limits.max_unevaluated_walk,
+                    });
+                }
+                let children = self.in_place(node, base, draft)?;
+                stack.push((std::ptr::from_ref(node) as usize, children));
+                while let Some((_, children)) = stack.last_mut() {
+                    let Some(child) = children.pop() else {
+                        stack.pop();
+                        continue;
+                    };
+                    let address = std::ptr::from_ref(child.0) as usize;
+                    if !stack.iter().any(|(on_path, _)| *on_path == address) {
+                        next = Some(child);
+                        break;
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The subschemas `schema` applies in place, each with its base and draft.
+    fn in_place(
+        &mut self,
+        schema: &'r Value,
+        base: u32,
+        draft: Draft,
+    ) -> Result<Vec<Anchored<'r>>, SchemaLimitError> {
+        let Value::Object(members) = schema else {
+            return Ok(Vec::new());
+        };
+        let mut children = Vec::new();
+        for (keyword, value) in members {
+            match (keyword.as_str(), value) {
+                (k @ ("$ref" | "$dynamicRef" | "$recursiveRef"), Value::String(reference)) => {
+                    let targets = self.targets(schema, static_keyword(k), reference, base)?;
+                    children.extend(targets.iter().copied());
+                }
+                ("allOf" | "anyOf" | "oneOf", Value::Array(list)) => {
+                    for sub in list {
+                        let (base, draft) = self.enter(sub, base, draft)?;
+                        children.push((sub, base, draft));
+                    }
+                }
+                ("if" | "then" | "else", sub) => {
+                    let (base, draft) = self.enter(sub, base, draft)?;
+                    children.push((sub, base, draft));
+                }
+                ("dependentSchemas", Value::Object(map)) => {
+                    for sub in map.values() {
+                        let (base, draft) = self.enter(sub, base, draft)?;
+                        children.push((sub, base, draft));
+                    }
+                }
+                _ => {}
+            }
+        }
+        Ok(children)
     }
 
     // -----------------------------------------------------------------------------------------
@@ -1506,6 +1641,45 @@ mod tests {
                 value - 1
             );
         }
+    }
+
+    #[test]
+    fn compiling_unevaluated_keywords_is_bounded() {
+        // The keyword, two `anyOf` branches and the `$ref` target of each: 5 subschemas walked.
+        let schema = json!({"unevaluatedProperties": false,
+                            "anyOf": [{"$ref": "#/$defs/a"}, {"$ref": "#/$defs/a"}],
+                            "$defs": {"a": {"type": "object"}}});
+        let mut limits = unlimited();
+        limits.max_unevaluated_walk = 5;
+        assert!(check(&json!({}), &schema, &limits).is_ok());
+        limits.max_unevaluated_walk = 4;
+        assert_eq!(
+            check(&json!({}), &schema, &limits),
+            Err(SchemaLimitError::Unevaluated { max: 4 })
+        );
+        // jsonschema walks a doubling chain under `unevaluatedProperties` once per path while
+        // compiling, whatever the data (14 levels: 13 s); the data never reaches it here, so
+        // only this limit stops it.
+        let mut chain = chain(14, "anyOf");
+        chain["$ref"] = json!(null);
+        let schema = json!({"$defs": chain["$defs"],
+            "properties": {"x": {"unevaluatedItems": false, "$ref": "#/$defs/a14"}}});
+        assert_eq!(
+            check(&json!({}), &schema, &ValidateLimits::default()),
+            Err(SchemaLimitError::Unevaluated { max: 2048 })
+        );
+        // Recursion through the data is not walked: a tree with `unevaluatedProperties`.
+        let tree = json!({"$defs": {"node": {"unevaluatedProperties": false,
+            "properties": {"kids": {"items": {"$ref": "#/$defs/node"}}}}},
+            "$ref": "#/$defs/node"});
+        assert!(
+            check(
+                &json!({"kids": [{"kids": []}]}),
+                &tree,
+                &ValidateLimits::default()
+            )
+            .is_ok()
+        );
     }
 
     #[test]
