@@ -475,6 +475,10 @@ impl Service {
         params: Option<&Value>,
     ) -> Result<Value, RpcError> {
         authorize(principal, method, params)?;
+        if hs_guard::LONG_METHODS.contains(&method) {
+            // `handle` gives these to the workers; this task never runs them.
+            return Err(RpcError::internal_error().with_message(format!("{method} runs apart")));
+        }
         let null = Value::Null;
         let params_v = params.unwrap_or(&null);
         let now = now_ms();
