@@ -24,8 +24,10 @@
 //! [`Guard`] holds plain serde data: a [`Budget`] per session and a [`RateWindow`] per rate-limit
 //! key. It reads no clock (`now_ms`, Unix milliseconds, is a parameter) and learns about sessions
 //! through [`SessionLookup`]. Mutating calls: `consumeBudget` changes `budgets[sessionId]`,
-//! `checkRateLimit` changes `rate_windows[key]`; the node persists those entries (or the whole
-//! `Guard`) after them. `validate` and `checkSafety` are pure ([`validate`], [`check_safety`]).
+//! `checkRateLimit` changes `rate_windows[caller, key]`; the node persists those entries (or the whole
+//! `Guard`) after them. `validate` and `checkSafety` are pure ([`validate`], [`check_safety`]) and the
+//! only calls that may take long ([`LONG_METHODS`]): a node runs them apart from the task that
+//! owns the state, with [`call_stateless`].
 //!
 //! # The safety policy
 //!
@@ -62,12 +64,42 @@
 //! | budgets | 1024 | budgets of sessions that no longer exist, then of ended sessions, are dropped; otherwise −32003 |
 //! | ledger entries per budget | 32 | the oldest entry is dropped |
 //! | `description` | 256 bytes | −32602 |
-//! | rate-limit keys | 1024 | keys whose window has emptied are dropped, then the least recently used key |
+//! | rate-limit keys (all namespaces together) | 1024 | keys whose window has emptied are dropped, then the least recently used key |
 //! | rate-limit `key` | 256 bytes | −32602 |
 //! | rate-limit `limit` | 1..=1000 | −32602 (one stored timestamp per allowed request in the window) |
 //! | rate-limit `window` | 1..=86 400 000 ms (one day) | −32602 |
-//! | `checkSafety` content | 1 MiB of scanned text | −32602 |
-//! | `validate` errors reported | 32 | the rest are not reported (`valid` is still `false`) |
+//! | `checkSafety` content | 1 MiB of scanned text | −32602 (the scan is linear in it: at worst about 2 s a MiB in a debug build) |
+//!
+//! # `validate` limits ([`ValidateLimits`], defaults)
+//!
+//! `guard.validate` is the one Guard call whose work a client controls by more than its size: a
+//! 1.4 KB schema can make `jsonschema` apply 2²² subschemas and collect as many errors (issue 16:
+//! 23 s and 6.5 GB). [`schema_cost::check`] refuses such calls before compiling: sizes, counts,
+//! and an upper bound of the steps the validation can take (its module docs say how it is
+//! computed). Every refusal is −32602 `Invalid params: schema: …` (or `data: …`) with
+//! `data: {"field": "schema" | "data", "limit": <name>, "max": <limit>}`.
+//!
+//! | limit (`data.limit`) | default | reasoning |
+//! |---|---|---|
+//! | `schemaBytes`: `schema`, compact JSON | 64 KiB | tool input schemas are a few KiB; large generated ones (OpenAPI bundles) stay under 50 KiB |
+//! | `schemaDepth`: nesting of arrays and objects in `schema` | 64 | about 30 levels of nested subschemas; keeps compiling within any thread's stack |
+//! | `subschemas` | 2048 | a 64 KiB schema of small subschemas has about this many |
+//! | `refs`: `$ref` + `$dynamicRef` + `$recursiveRef` | 512 | generated schemas use one per property at most |
+//! | `patterns`: `pattern` + `patternProperties` keys | 128 | each is compiled (up to the regex limits below); real schemas have a handful |
+//! | `patternBytes`: one pattern | 1024 | real patterns (e-mail, dates, ids) are under 200 bytes |
+//! | compiled regex / its lazy DFA cache | 256 KiB / 256 KiB | `regex` `size_limit` / `dfa_size_limit`: a larger pattern is −32602 (as an invalid schema); 128 patterns stay under 64 MiB |
+//! | `dataBytes`: `data`, compact JSON | 512 KiB | half the JSON-RPC message limit |
+//! | `dataDepth`: nesting of arrays and objects in `data` | 64 | |
+//! | `unevaluatedWalk`: subschemas walked to compile `unevaluatedProperties`/`unevaluatedItems` | 2048 | `jsonschema` compiles these keywords by walking every subschema they reach in place (`$ref`, `allOf`, `anyOf`, `oneOf`, `if`/`then`/`else`, `dependentSchemas`) once per path, whatever the data: a 14-level doubling chain under one took 13 s to compile; 2048 paths compile in about 40 ms |
+//! | `nesting`: subschemas applied within each other | 512 | how deep `jsonschema` recurses: about 1 KiB of stack each, so 0.5 MiB (the worker threads have 8 MiB); a 120-deep array against a 10-step `$ref` chain used to overflow a 2 MiB stack and abort the process |
+//! | `steps`: upper bound of the validation and of collecting its errors | 10 000 000 | a step is some 10 ns and at most 6 bytes of error memory (measured): at most about 0.1–0.2 s and 60 MiB; 1,000 records of 10 typed fields take 1.6 million |
+//! | errors reported | 32 | the rest are not reported (`valid` is still `false`) |
+//! | one error field (`message`, `instancePath`, `schemaPath`) | 256 bytes | cut at a character boundary, `…` appended; a message quoting a huge value is not formatted past it |
+//! | all reported errors | 16 KiB | errors past it are not reported (the first one always is) |
+//!
+//! A reference that leaves the schema (a remote URL or a meta-schema) and references that loop
+//! without moving into the data (`a = allOf[b]`, `b = allOf[a]`; JSON Schema leaves them
+//! undefined) are −32602 with `data: {"field": "schema"}`, as any invalid schema.
 //!
 //! # Important discrepancies
 //!
@@ -97,13 +129,16 @@
 //!   milliseconds match `duration`). An allowed call is recorded, a refused one is not. A call at
 //!   time `t` stops counting at exactly `t + window`. `resetAt` is Unix **milliseconds** (a number,
 //!   not an RFC 3339 string like `createdAt`): when the oldest counted call leaves the window, i.e.
-//!   when one more call becomes possible. Keys are global (not per session) and one key's log is
-//!   judged with whatever `limit`/`window` each call passes. A `now_ms` earlier than the key's last
+//!   when one more call becomes possible. **Keys are per caller** ([`Caller`]): a session-token
+//!   client's keys live in its session's namespace, the API key's and loopback clients' in the
+//!   node's, so the same `key` from two sessions counts two windows and no session can use up or
+//!   observe another's; a session's windows go when the session is forgotten. Within a namespace one key's
+//!   log is judged with whatever `limit`/`window` each call passes. A `now_ms` earlier than the key's last
 //!   call is treated as that call's time. A refusal is `{allowed: false}`, not −32003, which the
 //!   node keeps for its own transport limits.
-//! - **`validate`** compiles `schema` with `jsonschema` (Draft 2020-12 unless `$schema` names
-//!   another draft), **offline**: a `$ref` to anything not inside the schema is −32602, as is any
-//!   invalid schema. `format` is **asserted** (e.g. `"format": "email"` fails on `"x"`), unlike the
+//! - **`validate`** first checks the `validate` limits above, then compiles `schema` with
+//!   `jsonschema` (Draft 2020-12 unless `$schema` names another draft), **offline**: a `$ref` to
+//!   anything not inside the schema (meta-schemas included) is −32602, as is any invalid schema. `format` is **asserted** (e.g. `"format": "email"` fails on `"x"`), unlike the
 //!   2020-12 default where it is only an annotation, because a guard that ignores `format`
 //!   surprises callers; unknown formats are ignored. `pattern` uses the linear-time `regex`
 //!   engine, so look-around patterns are −32602. `errors` (only when invalid) is a list of
@@ -118,6 +153,10 @@ use std::sync::LazyLock;
 use regex::Regex;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
+
+pub mod schema_cost;
+
+pub use schema_cost::{SchemaLimitError, ValidateLimits};
 
 use crate::jsonrpc::RpcError;
 use crate::state::{
@@ -188,7 +227,7 @@ pub struct SchemaError {
 pub struct ValidateResult {
     /// `data` conforms to `schema`.
     pub valid: bool,
-    /// The failures (at most [`GuardLimits::max_validation_errors`]), only when invalid.
+    /// The failures (at most [`ValidateLimits::max_errors`]), only when invalid.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub errors: Option<Vec<SchemaError>>,
 }
@@ -304,7 +343,7 @@ pub struct BudgetExceededData {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct CheckRateLimitParams {
-    /// What is limited (global namespace).
+    /// What is limited, within the caller's namespace ([`Caller`]).
     pub key: String,
     /// Calls allowed per window.
     pub limit: u64,
@@ -499,6 +538,33 @@ impl Budget {
 // Rate limits
 // ---------------------------------------------------------------------------------------------
 
+/// Who calls `guard.checkRateLimit`: rate-limit keys live in the caller's namespace, so one
+/// caller cannot use up (or read) another's window.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Caller<'a> {
+    /// The node's own clients: the API key or a loopback client without credentials. They share
+    /// one namespace.
+    Node,
+    /// The holder of a session token, by session id: a namespace per session.
+    Session(&'a str),
+}
+
+impl Caller<'_> {
+    /// The stored key of `key` in this namespace: `n:{key}` or `s:{len}:{sessionId}:{key}` (the
+    /// length keeps a session id from running into the key).
+    fn stored_key(self, key: &str) -> String {
+        match self {
+            Self::Node => format!("n:{key}"),
+            Self::Session(id) => format!("s:{}:{id}:{key}", id.len()),
+        }
+    }
+
+    /// The prefix of every stored key of this namespace.
+    fn prefix(self) -> String {
+        self.stored_key("")
+    }
+}
+
 /// One rate-limit key's sliding log.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -552,43 +618,104 @@ impl RateWindow {
 // Validation
 // ---------------------------------------------------------------------------------------------
 
-/// `guard.validate`: compiles `schema` offline (Draft 2020-12 by default, formats asserted,
-/// linear-time patterns) and reports at most `max_errors` failures.
+/// `guard.validate`: checks `data` and `schema` against `limits` ([`schema_cost::check`]), then
+/// compiles `schema` offline (Draft 2020-12 by default, formats asserted, linear-time patterns of
+/// bounded size) and reports at most `limits.max_errors` failures, each field at most
+/// `limits.max_error_field_bytes` and all of them at most `limits.max_errors_bytes`.
 ///
 /// # Errors
 ///
-/// −32602 when `schema` is not a valid schema or references anything outside itself.
+/// −32602 when a limit is exceeded, when `schema` is not a valid schema, or when it references
+/// anything outside itself.
 pub fn validate(
     data: &Value,
     schema: &Value,
-    max_errors: usize,
+    limits: &ValidateLimits,
 ) -> Result<ValidateResult, RpcError> {
+    schema_cost::check(data, schema, limits)?;
+    let patterns = jsonschema::PatternOptions::regex()
+        .size_limit(limits.max_regex_bytes)
+        .dfa_size_limit(limits.max_regex_cache_bytes);
     let validator = jsonschema::options()
         .offline()
         .should_validate_formats(true)
-        .with_pattern_options(jsonschema::PatternOptions::regex())
+        .with_pattern_options(patterns)
         .build(schema)
-        .map_err(|error| invalid_params(format!("schema: {error}"), Some("schema")))?;
+        .map_err(|error| {
+            let mut message = String::new();
+            bounded_display(&mut message, &error, limits.max_error_field_bytes);
+            invalid_params(format!("schema: {message}"), Some("schema"))
+        })?;
     if validator.is_valid(data) {
         return Ok(ValidateResult {
             valid: true,
             errors: None,
         });
     }
-    let errors = validator
-        .iter_errors(data)
-        .take(max_errors)
-        .map(|error| SchemaError {
-            instance_path: error.instance_path().to_string(),
-            schema_path: error.schema_path().to_string(),
-            keyword: error.kind().keyword().to_owned(),
-            message: error.to_string(),
-        })
-        .collect();
+    let mut errors = Vec::new();
+    let mut bytes = 0usize;
+    for error in validator.iter_errors(data).take(limits.max_errors) {
+        let field = limits.max_error_field_bytes;
+        let mut reported = SchemaError {
+            instance_path: String::new(),
+            schema_path: String::new(),
+            keyword: String::new(),
+            message: String::new(),
+        };
+        bounded_display(&mut reported.instance_path, error.instance_path(), field);
+        bounded_display(&mut reported.schema_path, error.schema_path(), field);
+        bounded_display(&mut reported.keyword, &error.kind().keyword(), field);
+        bounded_display(&mut reported.message, &error, field);
+        bytes = bytes.saturating_add(
+            reported.instance_path.len()
+                + reported.schema_path.len()
+                + reported.keyword.len()
+                + reported.message.len(),
+        );
+        if bytes > limits.max_errors_bytes && !errors.is_empty() {
+            break;
+        }
+        errors.push(reported);
+    }
     Ok(ValidateResult {
         valid: false,
         errors: Some(errors),
     })
+}
+
+/// Writes `value` into `out`, stopping at `max` bytes (cut at a character boundary, `…`
+/// appended): formatting stops there, so a huge instance quoted in a message costs no more.
+fn bounded_display(out: &mut String, value: &impl std::fmt::Display, max: usize) {
+    struct Bounded<'a> {
+        out: &'a mut String,
+        max: usize,
+        cut: bool,
+    }
+    impl std::fmt::Write for Bounded<'_> {
+        fn write_str(&mut self, text: &str) -> std::fmt::Result {
+            let room = self.max.saturating_sub(self.out.len());
+            if text.len() <= room {
+                self.out.push_str(text);
+                return Ok(());
+            }
+            let mut end = room;
+            while !text.is_char_boundary(end) {
+                end -= 1;
+            }
+            self.out.push_str(&text[..end]);
+            self.cut = true;
+            Err(std::fmt::Error)
+        }
+    }
+    let mut writer = Bounded {
+        out,
+        max,
+        cut: false,
+    };
+    let _ = std::fmt::write(&mut writer, format_args!("{value}"));
+    if writer.cut {
+        writer.out.push('…');
+    }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -879,41 +1006,67 @@ fn groups(run: &str) -> Vec<(Option<char>, &str)> {
 }
 
 /// Some contiguous groups of the run hold 13–19 digits with a card prefix and a valid Luhn sum.
+/// Linear in the run: from each group, at most the groups that make 19 digits are joined (a run
+/// of a million one-digit groups used to be joined from every start to the end), and only from
+/// groups that start like a card number.
 fn accept_card_run(run: &str) -> bool {
     let groups = groups(run);
     (0..groups.len()).any(|start| {
-        let mut number = String::new();
-        groups[start..].iter().any(|(_, group)| {
-            number.push_str(group);
-            (13..=19).contains(&number.len()) && is_card_number(&number)
-        })
+        // Every card network's numbers start with 2–6.
+        if !matches!(groups[start].1.as_bytes().first(), Some(b'2'..=b'6')) {
+            return false;
+        }
+        let mut digits = [0u8; 19];
+        let mut len = 0;
+        let mut network = None;
+        for (_, group) in &groups[start..] {
+            for byte in group.bytes() {
+                if len == digits.len() || !byte.is_ascii_digit() {
+                    return false;
+                }
+                digits[len] = byte - b'0';
+                len += 1;
+            }
+            if len >= 13
+                && *network.get_or_insert_with(|| card_network(&digits))
+                && luhn_digits(digits[..len].iter().copied())
+            {
+                return true;
+            }
+        }
+        false
     })
 }
 
-fn is_card_number(number: &str) -> bool {
+/// Digits (values 0–9, at least 4) that start with a card network's prefix.
+fn card_network(digits: &[u8]) -> bool {
     let prefix = |n: usize| {
-        number
-            .get(..n)
-            .and_then(|p| p.parse::<u32>().ok())
-            .unwrap_or(0)
+        digits
+            .iter()
+            .take(n)
+            .fold(0u32, |acc, d| acc * 10 + u32::from(*d))
     };
-    let known_network = number.starts_with('4')
+    digits.first() == Some(&4)
         || (51..=55).contains(&prefix(2))
         || (2221..=2720).contains(&prefix(4))
         || matches!(prefix(2), 34 | 37 | 36 | 38 | 65 | 62)
         || prefix(4) == 6011
         || (644..=649).contains(&prefix(3))
         || (3528..=3589).contains(&prefix(4))
-        || (300..=305).contains(&prefix(3));
-    known_network && luhn(number)
+        || (300..=305).contains(&prefix(3))
 }
 
 /// The Luhn (mod 10) checksum of a digit string.
 #[must_use]
 pub fn luhn(number: &str) -> bool {
+    !number.is_empty() && luhn_digits(number.bytes().filter(u8::is_ascii_digit).map(|b| b - b'0'))
+}
+
+/// The Luhn checksum of digit values, most significant first.
+fn luhn_digits(digits: impl DoubleEndedIterator<Item = u8>) -> bool {
     let mut sum = 0u32;
-    for (index, digit) in digits(number).iter().rev().enumerate() {
-        let mut value = u32::from(*digit);
+    for (index, digit) in digits.rev().enumerate() {
+        let mut value = u32::from(digit);
         if index % 2 == 1 {
             value *= 2;
             if value > 9 {
@@ -922,7 +1075,7 @@ pub fn luhn(number: &str) -> bool {
         }
         sum += value;
     }
-    !number.is_empty() && sum.is_multiple_of(10)
+    sum.is_multiple_of(10)
 }
 
 /// Three consecutive dash-separated groups of the run are a valid `AAA-GG-SSSS`.
@@ -1043,9 +1196,63 @@ pub fn check_safety(
     Ok(found.into_iter().collect())
 }
 
+/// `guard.checkSafety` with content of at most `max_bytes` of text.
+///
+/// # Errors
+///
+/// −32602 for an unknown selector or oversized content; −32004 when the policy enforces and
+/// something is found.
+pub fn check_safety_call(
+    params: &CheckSafetyParams,
+    max_bytes: usize,
+) -> Result<CheckSafetyResult, RpcError> {
+    let policy = ResolvedPolicy::from_param(params.policy.as_ref())?;
+    let flags: Vec<String> = check_safety(&params.content, &policy, max_bytes)?
+        .into_iter()
+        .map(|flag| flag.as_str().to_owned())
+        .collect();
+    if flags.is_empty() {
+        return Ok(CheckSafetyResult {
+            safe: true,
+            flags: None,
+        });
+    }
+    if policy.enforce {
+        return Err(RpcError::safety_violation().with_data(json!({ "flags": flags })));
+    }
+    Ok(CheckSafetyResult {
+        safe: false,
+        flags: Some(flags),
+    })
+}
+
 // ---------------------------------------------------------------------------------------------
 // The Guard
 // ---------------------------------------------------------------------------------------------
+
+/// The Guard methods that touch no state and may take long: a node runs them apart from the
+/// task that owns the state, with [`call_stateless`].
+pub const LONG_METHODS: [&str; 2] = [VALIDATE, CHECK_SAFETY];
+
+/// Runs one of the [`LONG_METHODS`] (`guard.validate`, `guard.checkSafety`), which read no state;
+/// `None` for any other method.
+#[must_use]
+pub fn call_stateless(
+    method: &str,
+    params: &Value,
+    limits: &GuardLimits,
+) -> Option<Result<Value, RpcError>> {
+    let outcome = match method {
+        VALIDATE => parse_params::<ValidateParams>(params, &["data", "schema"])
+            .and_then(|p| validate(&p.data, &p.schema, &limits.validate))
+            .and_then(|r| to_result(&r)),
+        CHECK_SAFETY => parse_params(params, &["content", "policy"])
+            .and_then(|p| check_safety_call(&p, limits.max_safety_bytes))
+            .and_then(|r| to_result(&r)),
+        _ => return None,
+    };
+    Some(outcome)
+}
 
 /// Memory bounds and defaults of [`Guard`] (see the module docs).
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -1064,8 +1271,8 @@ pub struct GuardLimits {
     pub max_window_ms: u64,
     /// Bytes of a rate-limit `key`.
     pub max_key_bytes: usize,
-    /// Validation errors reported.
-    pub max_validation_errors: usize,
+    /// Limits of `guard.validate`.
+    pub validate: ValidateLimits,
     /// Bytes of text `checkSafety` scans.
     pub max_safety_bytes: usize,
     /// The limit of sessions whose metadata sets none.
@@ -1082,7 +1289,7 @@ impl Default for GuardLimits {
             max_rate_limit: 1000,
             max_window_ms: 86_400_000,
             max_key_bytes: 256,
-            max_validation_errors: 32,
+            validate: ValidateLimits::default(),
             max_safety_bytes: 1024 * 1024,
             default_budget_limit: DEFAULT_BUDGET_LIMIT,
         }
@@ -1137,23 +1344,33 @@ impl Guard {
         self.budgets.insert(session_id.into(), budget);
     }
 
-    /// A rate-limit key's log.
+    /// A rate-limit key's log in the node's namespace ([`Caller::Node`]).
     #[must_use]
     pub fn rate_window(&self, key: &str) -> Option<&RateWindow> {
-        self.rate_windows.get(key)
+        self.rate_window_of(Caller::Node, key)
     }
 
-    /// Stores a rate-limit log as loaded from disk.
-    pub fn insert_rate_window(&mut self, key: impl Into<String>, window: RateWindow) {
-        self.rate_windows.insert(key.into(), window);
+    /// A rate-limit key's log in `caller`'s namespace.
+    #[must_use]
+    pub fn rate_window_of(&self, caller: Caller<'_>, key: &str) -> Option<&RateWindow> {
+        self.rate_windows.get(&caller.stored_key(key))
     }
 
-    /// Drops a session's budget (the session was evicted or deleted).
+    /// Stores a rate-limit log (node namespace) as loaded from disk.
+    pub fn insert_rate_window(&mut self, key: &str, window: RateWindow) {
+        self.rate_windows
+            .insert(Caller::Node.stored_key(key), window);
+    }
+
+    /// Drops a session's budget and rate-limit windows (the session was evicted or deleted).
     pub fn forget_session(&mut self, session_id: &str) {
         self.budgets.remove(session_id);
+        let prefix = Caller::Session(session_id).prefix();
+        self.rate_windows.retain(|key, _| !key.starts_with(&prefix));
     }
 
-    /// Dispatches one `guard.*` call; `None` when `method` is not a Guard method.
+    /// Dispatches one `guard.*` call from the node's own clients ([`Caller::Node`]); `None`
+    /// when `method` is not a Guard method.
     pub fn call(
         &mut self,
         method: &str,
@@ -1161,13 +1378,22 @@ impl Guard {
         now_ms: u64,
         sessions: &(impl SessionLookup + ?Sized),
     ) -> Option<Result<Value, RpcError>> {
+        self.call_as(Caller::Node, method, params, now_ms, sessions)
+    }
+
+    /// Dispatches one `guard.*` call from `caller`; `None` when `method` is not a Guard method.
+    /// The [`LONG_METHODS`] run here too; a node runs them apart instead, with
+    /// [`call_stateless`].
+    pub fn call_as(
+        &mut self,
+        caller: Caller<'_>,
+        method: &str,
+        params: &Value,
+        now_ms: u64,
+        sessions: &(impl SessionLookup + ?Sized),
+    ) -> Option<Result<Value, RpcError>> {
         let outcome = match method {
-            VALIDATE => parse_params::<ValidateParams>(params, &["data", "schema"])
-                .and_then(|p| validate(&p.data, &p.schema, self.limits.max_validation_errors))
-                .and_then(|r| to_result(&r)),
-            CHECK_SAFETY => parse_params(params, &["content", "policy"])
-                .and_then(|p| self.check_safety(&p))
-                .and_then(|r| to_result(&r)),
+            VALIDATE | CHECK_SAFETY => return call_stateless(method, params, &self.limits),
             CHECK_BUDGET => parse_params(params, &["sessionId", "estimatedCost"])
                 .and_then(|p| self.check_budget(&p, sessions))
                 .and_then(|r| to_result(&r)),
@@ -1175,7 +1401,7 @@ impl Guard {
                 .and_then(|p| self.consume_budget(p, now_ms, sessions))
                 .and_then(|r| to_result(&r)),
             CHECK_RATE_LIMIT => parse_params(params, &["key", "limit", "window"])
-                .and_then(|p| self.check_rate_limit(&p, now_ms))
+                .and_then(|p| self.check_rate_limit(caller, &p, now_ms))
                 .and_then(|r| to_result(&r)),
             GET_BUDGET_STATUS => parse_params::<GetBudgetStatusParams>(params, &["sessionId"])
                 .and_then(|p| self.get_budget_status(&p.session_id, sessions))
@@ -1192,25 +1418,7 @@ impl Guard {
     /// −32602 for an unknown selector or oversized content; −32004 when the policy enforces and
     /// something is found.
     pub fn check_safety(&self, params: &CheckSafetyParams) -> Result<CheckSafetyResult, RpcError> {
-        let policy = ResolvedPolicy::from_param(params.policy.as_ref())?;
-        let flags: Vec<String> =
-            check_safety(&params.content, &policy, self.limits.max_safety_bytes)?
-                .into_iter()
-                .map(|flag| flag.as_str().to_owned())
-                .collect();
-        if flags.is_empty() {
-            return Ok(CheckSafetyResult {
-                safe: true,
-                flags: None,
-            });
-        }
-        if policy.enforce {
-            return Err(RpcError::safety_violation().with_data(json!({ "flags": flags })));
-        }
-        Ok(CheckSafetyResult {
-            safe: false,
-            flags: Some(flags),
-        })
+        check_safety_call(params, self.limits.max_safety_bytes)
     }
 
     fn budget_view(&self, session_id: &str, facts: &SessionFacts) -> Budget {
@@ -1291,13 +1499,14 @@ impl Guard {
         Ok(self.budget_view(session_id, &facts).status())
     }
 
-    /// `guard.checkRateLimit`.
+    /// `guard.checkRateLimit` in `caller`'s namespace.
     ///
     /// # Errors
     ///
     /// −32602 for an empty or long key, or a `limit` or `window` out of range.
     pub fn check_rate_limit(
         &mut self,
+        caller: Caller<'_>,
         params: &CheckRateLimitParams,
         now_ms: u64,
     ) -> Result<CheckRateLimitResult, RpcError> {
@@ -1321,7 +1530,8 @@ impl Guard {
                 Some("window"),
             ));
         }
-        if !self.rate_windows.contains_key(&params.key)
+        let stored = caller.stored_key(&params.key);
+        if !self.rate_windows.contains_key(&stored)
             && self.rate_windows.len() >= limits.max_rate_keys
         {
             self.rate_windows
@@ -1340,7 +1550,7 @@ impl Guard {
         }
         Ok(self
             .rate_windows
-            .entry(params.key.clone())
+            .entry(stored)
             .or_default()
             .check(params.limit, params.window, now_ms))
     }
@@ -1389,6 +1599,138 @@ mod tests {
             groups("123-45 6789"),
             vec![(None, "123"), (Some('-'), "45"), (Some(' '), "6789")]
         );
+    }
+
+    #[test]
+    fn card_runs_are_scanned_in_linear_time() {
+        // 200,000 one-digit groups: joined from every start to the end, this took minutes.
+        // Seventeen 4s pass the Luhn check, so a run of 4s is a card; a run of 1s is not, and
+        // every start of a run of 5s (Mastercard's 55) is tried at every length from 13 to 19
+        // without passing it: the worst case.
+        for (digit, card) in [("1", false), ("4", true), ("5", false)] {
+            let run = format!("{digit} ").repeat(200_000);
+            assert_eq!(accept_card_run(&run), card);
+            let flags = check_safety(&json!(run), &ResolvedPolicy::default(), 2 << 20).unwrap();
+            assert_eq!(flags.contains(&SafetyFlag::PiiCreditCard), card);
+        }
+        // Still found at the end of a long run.
+        let tail = format!("{}4111 1111 1111 1111", "1 ".repeat(1000));
+        assert!(accept_card_run(&tail));
+    }
+
+    #[test]
+    fn validation_errors_are_bounded_in_count_and_bytes() {
+        let long = "é".repeat(2000);
+        let data = Value::Array((0..100).map(|_| json!(long)).collect());
+        let schema = json!({"items": {"type": "integer"}});
+        let limits = ValidateLimits::default();
+        let result = validate(&data, &schema, &limits).unwrap();
+        let errors = result.errors.unwrap();
+        let size = |e: &SchemaError| {
+            e.message.len() + e.instance_path.len() + e.schema_path.len() + e.keyword.len()
+        };
+        assert!(!errors.is_empty() && errors.len() <= limits.max_errors);
+        for error in &errors {
+            // 256 bytes at most, then `…`.
+            assert!(
+                error.message.len() <= limits.max_error_field_bytes + 3,
+                "{error:?}"
+            );
+            assert!(error.message.ends_with('…'));
+        }
+        assert!(errors.iter().map(size).sum::<usize>() <= limits.max_errors_bytes);
+        // A tighter byte limit reports fewer errors, but always the first.
+        let tight = ValidateLimits {
+            max_errors_bytes: 700,
+            ..limits
+        };
+        let errors = validate(&data, &schema, &tight).unwrap().errors.unwrap();
+        assert_eq!(errors.len(), 2);
+        assert!(errors.iter().map(size).sum::<usize>() <= 700);
+        let none = ValidateLimits {
+            max_errors_bytes: 0,
+            ..limits
+        };
+        assert_eq!(
+            validate(&data, &schema, &none)
+                .unwrap()
+                .errors
+                .unwrap()
+                .len(),
+            1
+        );
+    }
+
+    #[test]
+    fn validate_refuses_what_is_over_a_limit_as_invalid_params() {
+        let mut defs = serde_json::Map::new();
+        defs.insert("a0".into(), json!({"type": "integer"}));
+        for i in 1..=22 {
+            let below = format!("#/$defs/a{}", i - 1);
+            defs.insert(
+                format!("a{i}"),
+                json!({"anyOf": [{"$ref": below}, {"$ref": below}]}),
+            );
+        }
+        let schema = json!({"$defs": defs, "$ref": "#/$defs/a22"});
+        let error = validate(&json!("x"), &schema, &ValidateLimits::default()).unwrap_err();
+        assert_eq!(error.code, RpcError::invalid_params().code);
+        assert!(error.message.contains("steps"), "{}", error.message);
+        let huge = json!({"pattern": "a".repeat(2000)});
+        let error = validate(&json!("x"), &huge, &ValidateLimits::default()).unwrap_err();
+        assert_eq!(
+            error.data,
+            Some(json!({"field": "schema", "limit": "patternBytes", "max": 1024}))
+        );
+        // A pattern over the compiled-size limit is an invalid schema.
+        let big = json!({"pattern": "[^x]{1000}"});
+        let error = validate(&json!("x"), &big, &ValidateLimits::default()).unwrap_err();
+        assert_eq!(error.data, Some(json!({"field": "schema"})));
+    }
+
+    #[test]
+    fn rate_limit_keys_are_per_caller() {
+        let mut guard = Guard::new();
+        let params = CheckRateLimitParams {
+            key: "k".into(),
+            limit: 1,
+            window: 1000,
+        };
+        let a = Caller::Session("a");
+        assert!(guard.check_rate_limit(a, &params, 0).unwrap().allowed);
+        assert!(!guard.check_rate_limit(a, &params, 1).unwrap().allowed);
+        // Another session and the node have windows of their own.
+        assert!(
+            guard
+                .check_rate_limit(Caller::Session("b"), &params, 2)
+                .unwrap()
+                .allowed
+        );
+        assert!(
+            guard
+                .check_rate_limit(Caller::Node, &params, 3)
+                .unwrap()
+                .allowed
+        );
+        assert!(guard.rate_window("k").is_some());
+        // A session id cannot run into the key: ("a:1", "k") is not ("a", "1:k").
+        let colon = CheckRateLimitParams {
+            key: "1:k".into(),
+            ..params.clone()
+        };
+        assert!(guard.check_rate_limit(a, &colon, 4).unwrap().allowed);
+        assert!(
+            guard
+                .check_rate_limit(Caller::Session("a:1"), &params, 5)
+                .unwrap()
+                .allowed
+        );
+        // A session's windows go with it.
+        guard.forget_session("a");
+        assert!(guard.rate_window_of(a, "k").is_none());
+        assert!(guard.rate_window_of(a, "1:k").is_none());
+        assert!(guard.rate_window_of(Caller::Session("a:1"), "k").is_some());
+        assert!(guard.rate_window_of(Caller::Session("b"), "k").is_some());
     }
 
     #[test]

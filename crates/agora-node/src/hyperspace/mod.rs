@@ -9,6 +9,7 @@
 //! | [`discover`] | `tool.discover` over the local registry, then the DHT, then a gossip ask |
 //! | [`invoke`] | `tool.invoke` of local and remote tools, and node-to-node requests |
 //! | [`gate`] | the inline check of every `hyperspace/…` gossip message, in the mesh task |
+//! | [`guard`] | `guard.validate` and `guard.checkSafety`, run on a bounded pool of worker threads within a time budget, never on this task |
 //!
 //! Gossip (spec §2.1, §7.2; `docs/hyperspace-wire.md`): every message on a `hyperspace/…` topic
 //! is a v2 signed envelope, verified once by the [`GossipGate`] inside gossipsub's validation
@@ -20,7 +21,8 @@
 //! `agora_hyperspace`. Every call that changes a session writes that session's snapshot
 //! (session, budget, recursion trace, token) to redb before it is answered, so an acknowledged
 //! change survives a restart; snapshots are loaded back at start. Rate-limit windows
-//! (`guard.checkRateLimit`) are kept in memory only.
+//! (`guard.checkRateLimit`) are kept in memory only, each in its caller's namespace: a session
+//! token's keys in its session's, the API key's and loopback clients' in the node's.
 //!
 //! Session tokens (spec §2.3, third tier): `state.createSession` adds `sessionToken` to its
 //! result; a client that connects with it may call the state, guard and recursive methods of that
@@ -30,6 +32,7 @@
 mod cards;
 mod discover;
 mod gate;
+mod guard;
 mod invoke;
 
 use std::collections::{BTreeSet, HashMap};
@@ -37,7 +40,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use agora_hyperspace::announce::CardPublisher;
-use agora_hyperspace::guard::{Budget, Guard};
+use agora_hyperspace::guard::{self as hs_guard, Budget, Caller, Guard};
 use agora_hyperspace::jsonrpc::RpcError;
 use agora_hyperspace::recursive::{RecursionTrace, Recursive};
 use agora_hyperspace::state::{Session, Sessions};
@@ -55,6 +58,7 @@ use crate::store::Store;
 
 pub use cards::HeldRecord;
 pub use discover::PendingDiscover;
+pub use guard::LongCallSettings;
 
 /// Gossip topic prefix of Hyperspace.
 pub const TOPIC_PREFIX: &str = agora_hyperspace::topic::PREFIX;
@@ -182,6 +186,8 @@ struct Service {
     next_discover: u64,
     /// When each peer was last asked for its card after a missed delta, or answered an ask.
     throttle: HashMap<String, u64>,
+    /// Workers for `guard.validate` and `guard.checkSafety`.
+    long_calls: guard::LongCalls,
 }
 
 /// What the Hyperspace service needs from the node.
@@ -276,6 +282,14 @@ fn authorize(principal: &Principal, method: &str, params: Option<&Value>) -> Res
     }
 }
 
+/// The namespace of `principal`'s `guard.checkRateLimit` keys.
+fn caller_of(principal: &Principal) -> Caller<'_> {
+    match principal {
+        Principal::Session(id) => Caller::Session(id),
+        Principal::ApiKey | Principal::Local => Caller::Node,
+    }
+}
+
 /// Puts the session tokens of stored sessions back into `tokens`. Called before the JSON-RPC face
 /// serves, so that a token valid before a restart is never refused while the service starts.
 pub fn restore_tokens(tokens: &Mutex<HashMap<String, String>>, snapshots: &[Snapshot]) {
@@ -324,6 +338,7 @@ pub async fn run(
         discovering: HashMap::new(),
         next_discover: 1,
         throttle: HashMap::new(),
+        long_calls: guard::LongCalls::new(LongCallSettings::default()),
     };
     svc.restore(restored.snapshots);
     let now = now_ms();
@@ -365,6 +380,9 @@ impl Service {
                 let _ = self.tools.record_invocation(&tool_id, duration_ms, success);
             }
             Input::Call(call) if call.request.method == "tool.invoke" => self.invoke(call),
+            Input::Call(call) if hs_guard::LONG_METHODS.contains(&call.request.method.as_str()) => {
+                self.long_call(call);
+            }
             Input::Call(call) if call.request.method == "tool.discover" => {
                 self.discover(call).await;
             }
@@ -457,6 +475,10 @@ impl Service {
         params: Option<&Value>,
     ) -> Result<Value, RpcError> {
         authorize(principal, method, params)?;
+        if hs_guard::LONG_METHODS.contains(&method) {
+            // `handle` gives these to the workers; this task never runs them.
+            return Err(RpcError::internal_error().with_message(format!("{method} runs apart")));
+        }
         let null = Value::Null;
         let params_v = params.unwrap_or(&null);
         let now = now_ms();
@@ -464,7 +486,10 @@ impl Service {
         let outcome = self
             .sessions
             .call(method, params_v, now, &mut ids)
-            .or_else(|| self.guard.call(method, params_v, now, &self.sessions))
+            .or_else(|| {
+                self.guard
+                    .call_as(caller_of(principal), method, params_v, now, &self.sessions)
+            })
             .or_else(|| self.recursive.call(method, params_v, now, &self.sessions))
             .or_else(|| {
                 let mut tool_ids = || format!("tool_{}", random_hex(8));
@@ -513,6 +538,33 @@ impl Service {
             self.persist(&id).await?;
         }
         Ok(result)
+    }
+
+    /// A long Guard call: authorized here, run by a worker ([`guard`]); this task never compiles
+    /// a schema or scans text itself.
+    fn long_call(&self, call: Call) {
+        let Call {
+            principal,
+            request,
+            reply,
+            ..
+        } = call;
+        if let Err(e) = authorize(&principal, &request.method, request.params.as_ref()) {
+            let _ = reply.send(Err(e));
+            return;
+        }
+        let limits = self.guard.limits();
+        let method = request.method;
+        let params = request.params.unwrap_or(Value::Null);
+        let name = method.clone();
+        self.long_calls.spawn(
+            &name,
+            move || {
+                hs_guard::call_stateless(&method, &params, &limits)
+                    .unwrap_or_else(|| Err(RpcError::method_not_found()))
+            },
+            reply,
+        );
     }
 
     fn forget_tokens(&self, session_id: &str) {
