@@ -630,7 +630,16 @@ async fn agents_on_different_nodes_meet_on_a_task_topic_and_nodes_leave_it_after
         js.subscribe(&[TOPIC.to_owned()]).await;
         js.dial(node).await;
     }
-    // Nodes 1 and 3 find each other and form the topic's mesh; A's envelopes reach B and back.
+    // Nodes 1 and 3 join the topic for their js neighbours (after identify says they are not
+    // Agora nodes), find each other and form the topic's mesh; A's envelopes reach B and back.
+    for (js, node) in [(&mut a, &n1), (&mut b, &n3)] {
+        assert!(
+            js.wait_for("subscribers", TOPIC, &node.peer_id, Duration::from_secs(20))
+                .await,
+            "node {} joins {TOPIC} for its js neighbour",
+            node.peer_id
+        );
+    }
     let met = eventually(Duration::from_secs(30), async || {
         let nonce = a.publish_envelope(TOPIC, None).await;
         b.receive(TOPIC, &nonce, Duration::from_millis(500)).await?;
