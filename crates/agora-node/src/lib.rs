@@ -281,6 +281,7 @@ pub async fn run_until(
         conn_ids: Arc::new(AtomicU64::new(1)),
         started,
         faces: Arc::new(faces),
+        ping_every: serve::ws_ping_interval(config.faces.ws_idle_timeout),
     };
 
     let (stop_tx, _) = tokio::sync::broadcast::channel::<()>(1);
@@ -336,6 +337,7 @@ pub async fn run_until(
     rpc_state.conn_bytes = config.rpc_conn_bytes;
     rpc_state.total_bytes = config.rpc_total_bytes;
     rpc_state.write_timeout = config.rpc_write_timeout;
+    rpc_state.ping_every = serve::ws_ping_interval(config.faces.ws_idle_timeout);
     // The JSON-RPC face checks its credentials itself (the API key or a session token).
     let rpc_server = serve(
         rpc_listener,

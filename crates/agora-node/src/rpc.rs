@@ -496,6 +496,8 @@ pub struct RpcState {
     pub total_bytes: usize,
     /// Longest time one write to a client may take (default [`WRITE_TIMEOUT`]).
     pub write_timeout: Duration,
+    /// How often clients are pinged (default: for the serving layer's default idle bound).
+    pub ping_every: Duration,
     /// What all connections hold.
     total: Arc<Total>,
     /// Open connections, for server-to-client requests.
@@ -526,6 +528,9 @@ impl RpcState {
             conn_bytes: CONN_BYTES,
             total_bytes: TOTAL_BYTES,
             write_timeout: WRITE_TIMEOUT,
+            ping_every: crate::serve::ws_ping_interval(
+                crate::serve::Limits::default().ws_idle_timeout,
+            ),
             total: Arc::new(Total::default()),
             links,
             closed,
@@ -699,7 +704,7 @@ async fn session(state: RpcState, caller: Caller, socket: WebSocket) {
     let (sink, mut stream) = socket.split();
     let (out, rx) = mpsc::channel(state.conn_frames.max(1) + SERVER_REQUESTS);
     let flow = Arc::new(Flow::new(Arc::clone(&state.total)));
-    let writer = tokio::spawn(write(sink, rx, state.write_timeout));
+    let writer = tokio::spawn(write(sink, rx, state.write_timeout, state.ping_every));
     let id = state.links.open(Link {
         out: out.clone(),
         flow: Arc::clone(&flow),
@@ -768,13 +773,27 @@ async fn session(state: RpcState, caller: Caller, socket: WebSocket) {
 }
 
 /// Writes a connection's frames, each within `timeout`; a write that takes longer closes the
-/// connection with 1008.
+/// connection with 1008. Pings the client every `ping_every`: the serving layer counts only what
+/// a WebSocket client sends toward its idle bound, and a live client answers pings.
 async fn write(
     mut sink: SplitSink<WebSocket, Message>,
     mut rx: mpsc::Receiver<Outgoing>,
     timeout: Duration,
+    ping_every: Duration,
 ) {
-    while let Some(out) = rx.recv().await {
+    let mut ping = tokio::time::interval_at(tokio::time::Instant::now() + ping_every, ping_every);
+    ping.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        let out = tokio::select! {
+            out = rx.recv() => out,
+            _ = ping.tick() => {
+                match tokio::time::timeout(timeout, sink.send(Message::Ping(Vec::new().into()))).await {
+                    Ok(Ok(())) => continue,
+                    _ => return,
+                }
+            }
+        };
+        let Some(out) = out else { break };
         match out {
             Outgoing::Text(text, held) => {
                 match tokio::time::timeout(timeout, sink.send(Message::Text(text))).await {

@@ -15,9 +15,10 @@
 //! - **Requests in time** ([`Limits::request_timeout`]): a request's body must arrive and its
 //!   answer be ready within it (`408` otherwise); a connection with no byte either way for that
 //!   long (a client that does not read its answer) is closed.
-//! - **Idle WebSockets** ([`Limits::ws_idle_timeout`]): after an upgrade, a connection with no
-//!   byte either way (no frame, ping or pong) for that long is closed; the session sees a read
-//!   error of kind [`std::io::ErrorKind::TimedOut`].
+//! - **Idle WebSockets** ([`Limits::ws_idle_timeout`]): after an upgrade, a connection from which
+//!   no byte arrives (no frame, ping or pong) for that long is closed; the session sees a read
+//!   error of kind [`std::io::ErrorKind::TimedOut`]. The faces ping their clients every
+//!   [`ws_ping_interval`], so a client that reads answers in time.
 //! - **Who may call** ([`Access`], checked before the face's handlers, in this order): the
 //!   `Host` must name the node (`421`), a browser's `Origin` must be allowed on WebSocket
 //!   upgrades and state-changing requests (`403`), and the API key must be presented as
@@ -33,7 +34,7 @@ use std::io;
 use std::net::{IpAddr, SocketAddr};
 use std::pin::Pin;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
@@ -225,11 +226,13 @@ impl Connection {
         };
         let io = Watched::new(stream, limits.request_timeout, slot);
         let idle = Arc::clone(&io.idle_ms);
+        let upgraded = Arc::clone(&io.upgraded);
         let ws_idle_ms = millis(limits.ws_idle_timeout);
         let service = hyper::service::service_fn(move |mut request: hyper::Request<Incoming>| {
             request.extensions_mut().insert(Arrival { local });
             let router = router.clone();
             let idle = Arc::clone(&idle);
+            let upgraded = Arc::clone(&upgraded);
             async move {
                 let response = router
                     .oneshot(request.map(axum::body::Body::new))
@@ -237,6 +240,7 @@ impl Connection {
                     .unwrap_or_else(|never: Infallible| match never {});
                 if response.status() == StatusCode::SWITCHING_PROTOCOLS {
                     idle.store(ws_idle_ms, Ordering::Relaxed);
+                    upgraded.store(true, Ordering::Relaxed);
                 }
                 Ok::<_, Infallible>(response)
             }
@@ -262,6 +266,14 @@ impl Connection {
             tracing::debug!(face, %remote, error = %e, "connection closed on an error");
         }
     }
+}
+
+/// How often the WebSocket faces ping their clients for an idle bound of `idle`: three pings per
+/// bound, so that a client that answers pings (every WebSocket library does while it reads) is
+/// never idle, whatever it sends itself.
+#[must_use]
+pub fn ws_ping_interval(idle: Duration) -> Duration {
+    (idle / 3).max(Duration::from_millis(100))
 }
 
 fn millis(d: Duration) -> u64 {
@@ -298,10 +310,13 @@ async fn refuse(mut stream: TcpStream, limit: Duration) {
 
 /// A connection's socket, with its slot and its idle timer: a read or write that has waited
 /// while no byte moved either way for the idle bound fails with `TimedOut`. The bound starts at
-/// the request timeout and becomes the WebSocket idle timeout when the connection upgrades.
+/// the request timeout and becomes the WebSocket idle timeout when the connection upgrades; from
+/// then on only bytes that arrive count (the faces ping their WebSocket clients every
+/// [`ws_ping_interval`], so a live client answers in time and a silent one is closed).
 struct Watched {
     io: TcpStream,
     idle_ms: Arc<AtomicU64>,
+    upgraded: Arc<AtomicBool>,
     last: Instant,
     read_timer: Pin<Box<Sleep>>,
     write_timer: Pin<Box<Sleep>>,
@@ -314,6 +329,7 @@ impl Watched {
         Self {
             io,
             idle_ms: Arc::new(AtomicU64::new(millis(idle))),
+            upgraded: Arc::new(AtomicBool::new(false)),
             last: now,
             read_timer: Box::pin(tokio::time::sleep_until(now + idle)),
             write_timer: Box::pin(tokio::time::sleep_until(now + idle)),
@@ -346,7 +362,7 @@ impl Watched {
     ) -> Poll<io::Result<T>> {
         match polled {
             Poll::Ready(Ok(v)) => {
-                if moved(&v) {
+                if moved(&v) && !(write && self.upgraded.load(Ordering::Relaxed)) {
                     self.last = Instant::now();
                 }
                 Poll::Ready(Ok(v))

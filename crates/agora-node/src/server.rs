@@ -60,6 +60,8 @@ pub struct AppState {
     pub started: Instant,
     /// The faces this node serves (`agh` → `ws://…/agh/v0`, `http` → `http://…`).
     pub faces: Arc<Vec<(&'static str, String)>>,
+    /// How often agents are pinged ([`crate::serve::ws_ping_interval`]).
+    pub ping_every: std::time::Duration,
 }
 
 impl AppState {
@@ -118,11 +120,22 @@ async fn agent_session(state: AppState, socket: WebSocket) {
     let (mut sink, mut stream) = socket.split();
     // A protocol error closes at once with its code; otherwise queued frames go out first.
     let (close_tx, mut close_rx) = oneshot::channel::<CloseFrame>();
+    let ping_every = state.ping_every;
     let writer = tokio::spawn(async move {
         let mut closing = false;
+        // Pings keep a quiet agent's connection alive: only what it sends counts toward the
+        // serving layer's idle bound, and it answers pings.
+        let mut ping =
+            tokio::time::interval_at(tokio::time::Instant::now() + ping_every, ping_every);
+        ping.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             tokio::select! {
                 biased;
+                _ = ping.tick() => {
+                    if sink.send(Message::Ping(Vec::new().into())).await.is_err() {
+                        return;
+                    }
+                }
                 close = &mut close_rx, if !closing => {
                     closing = true;
                     if let Ok(frame) = close {
