@@ -241,6 +241,7 @@ async fn start_agora(
                 mesh: mesh_tx.clone(),
                 inputs_tx: hs_tx.clone(),
                 inputs: hs_rx,
+                long_calls: hyperspace::LongCallSettings::default(),
             },
         ));
         let router = tokio::spawn(agora_node::route_mesh_events(

@@ -74,6 +74,12 @@ pub struct Config {
     /// Longest write to a JSON-RPC client (`[rpc] write_timeout_secs`,
     /// `AGORA_RPC_WRITE_TIMEOUT_SECS`).
     pub rpc_write_timeout: Duration,
+    /// `guard.validate` / `guard.checkSafety` running at once (`[rpc] guard_workers`,
+    /// `AGORA_RPC_GUARD_WORKERS`).
+    pub rpc_guard_workers: usize,
+    /// Time budget of one such call, waiting included (`[rpc] guard_budget_ms`,
+    /// `AGORA_RPC_GUARD_BUDGET_MS`).
+    pub rpc_guard_budget: Duration,
 }
 
 /// `[agh]` settings.
@@ -205,6 +211,8 @@ impl Default for Config {
             rpc_conn_bytes: crate::rpc::CONN_BYTES,
             rpc_total_bytes: crate::rpc::TOTAL_BYTES,
             rpc_write_timeout: crate::rpc::WRITE_TIMEOUT,
+            rpc_guard_workers: crate::hyperspace::LongCallSettings::default().workers,
+            rpc_guard_budget: crate::hyperspace::LongCallSettings::default().budget,
         }
     }
 }
@@ -324,6 +332,8 @@ struct FileRpc {
     conn_bytes: Option<usize>,
     total_bytes: Option<usize>,
     write_timeout_secs: Option<u64>,
+    guard_workers: Option<usize>,
+    guard_budget_ms: Option<u64>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -414,6 +424,10 @@ pub struct Overrides {
     pub rpc_total_bytes: Option<usize>,
     /// `AGORA_RPC_WRITE_TIMEOUT_SECS`.
     pub rpc_write_timeout: Option<u64>,
+    /// `AGORA_RPC_GUARD_WORKERS`.
+    pub rpc_guard_workers: Option<usize>,
+    /// `AGORA_RPC_GUARD_BUDGET_MS`.
+    pub rpc_guard_budget_ms: Option<u64>,
     /// `--agtp-tls` / `AGORA_AGTP_TLS`: TLS even on loopback.
     pub agtp_tls: Option<bool>,
     /// `--insecure` / `AGORA_AGTP_INSECURE`: plain AGTP beyond loopback.
@@ -480,6 +494,8 @@ impl Config {
             rpc_conn_bytes: file.rpc.as_ref().and_then(|r| r.conn_bytes),
             rpc_total_bytes: file.rpc.as_ref().and_then(|r| r.total_bytes),
             rpc_write_timeout: file.rpc.as_ref().and_then(|r| r.write_timeout_secs),
+            rpc_guard_workers: file.rpc.as_ref().and_then(|r| r.guard_workers),
+            rpc_guard_budget_ms: file.rpc.as_ref().and_then(|r| r.guard_budget_ms),
             agtp_tls: file.agtp.as_ref().and_then(|a| a.tls),
             agtp_insecure: file.agtp.as_ref().and_then(|a| a.insecure),
         })?;
@@ -596,6 +612,21 @@ impl Config {
                 ));
             }
             self.rpc_write_timeout = Duration::from_secs(secs);
+        }
+        if let Some(n) = o.rpc_guard_workers {
+            if !(1..=64).contains(&n) {
+                return Err(invalid("rpc.guard_workers", "must be 1..64"));
+            }
+            self.rpc_guard_workers = n;
+        }
+        if let Some(ms) = o.rpc_guard_budget_ms {
+            if !(10..=600_000).contains(&ms) {
+                return Err(invalid(
+                    "rpc.guard_budget_ms",
+                    "must be 10..600000 milliseconds",
+                ));
+            }
+            self.rpc_guard_budget = Duration::from_millis(ms);
         }
         Ok(())
     }
@@ -760,6 +791,8 @@ impl Config {
             rpc_conn_bytes: number(&get, "AGORA_RPC_CONN_BYTES")?,
             rpc_total_bytes: number(&get, "AGORA_RPC_TOTAL_BYTES")?,
             rpc_write_timeout: number(&get, "AGORA_RPC_WRITE_TIMEOUT_SECS")?,
+            rpc_guard_workers: number(&get, "AGORA_RPC_GUARD_WORKERS")?,
+            rpc_guard_budget_ms: number(&get, "AGORA_RPC_GUARD_BUDGET_MS")?,
             agtp_tls: boolean(&get, "AGORA_AGTP_TLS")?,
             agtp_insecure: boolean(&get, "AGORA_AGTP_INSECURE")?,
         })
@@ -1169,11 +1202,20 @@ mod tests {
         assert_eq!(c.rpc_conn_bytes, 2 << 20);
         assert_eq!(c.rpc_total_bytes, 16 << 20);
         assert_eq!(c.rpc_write_timeout, Duration::from_secs(5));
+        c.apply_file(
+            "[rpc]\nguard_workers = 3\nguard_budget_ms = 500",
+            Path::new("agora.toml"),
+        )
+        .unwrap();
+        assert_eq!(c.rpc_guard_workers, 3);
+        assert_eq!(c.rpc_guard_budget, Duration::from_millis(500));
         for (toml, key) in [
             ("[rpc]\nconn_frames = 0", "rpc.conn_frames:"),
             ("[rpc]\nconn_bytes = 1000", "rpc.conn_bytes:"),
             ("[rpc]\ntotal_bytes = 1000", "rpc.total_bytes:"),
             ("[rpc]\nwrite_timeout_secs = 0", "rpc.write_timeout_secs:"),
+            ("[rpc]\nguard_workers = 0", "rpc.guard_workers:"),
+            ("[rpc]\nguard_budget_ms = 1", "rpc.guard_budget_ms:"),
         ] {
             let err = Config::default()
                 .apply_file(toml, Path::new("agora.toml"))

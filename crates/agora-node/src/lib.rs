@@ -180,6 +180,11 @@ pub async fn run_until(
             mesh: mesh_tx.clone(),
             inputs_tx: hs_tx.clone(),
             inputs: hs_rx,
+            long_calls: hyperspace::LongCallSettings {
+                workers: config.rpc_guard_workers,
+                budget: config.rpc_guard_budget,
+                ..hyperspace::LongCallSettings::default()
+            },
         },
     ));
     tokio::spawn(route_mesh_events(events_rx, agh_events_tx, hs_tx.clone()));

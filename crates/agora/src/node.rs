@@ -99,6 +99,8 @@ pub(crate) fn run(args: NodeArgs) -> ExitCode {
         rpc_conn_bytes: None,
         rpc_total_bytes: None,
         rpc_write_timeout: None,
+        rpc_guard_workers: None,
+        rpc_guard_budget_ms: None,
         agtp_tls: args.agtp_tls.then_some(true),
         agtp_insecure: args.insecure.then_some(true),
         max_connections: args.max_connections,

@@ -205,6 +205,8 @@ pub struct HsWiring {
     pub inputs_tx: mpsc::Sender<Input>,
     /// The service's input.
     pub inputs: mpsc::Receiver<Input>,
+    /// Where and how long `guard.validate` / `guard.checkSafety` run.
+    pub long_calls: LongCallSettings,
 }
 
 /// What the service loads from the store at start.
@@ -317,6 +319,7 @@ pub async fn run(
         mesh,
         inputs_tx,
         mut inputs,
+        long_calls,
     } = wiring;
     let mut svc = Service {
         sessions: Sessions::new(),
@@ -338,7 +341,7 @@ pub async fn run(
         discovering: HashMap::new(),
         next_discover: 1,
         throttle: HashMap::new(),
-        long_calls: guard::LongCalls::new(LongCallSettings::default()),
+        long_calls: guard::LongCalls::new(long_calls),
     };
     svc.restore(restored.snapshots);
     let now = now_ms();
