@@ -715,10 +715,13 @@ async fn an_agent_that_does_not_read_costs_few_log_lines_and_its_drops_are_count
     })
     .await
     .expect("the says are handled and drops counted");
+    // The deaf agent's queue is bounded (1,024 frames, 16 MiB of these), so is the node.
+    let rss = node.rss_kib();
+    assert!(rss < 150 * 1024, "the node holds {rss} KiB under the flood");
     let lines = node.log_lines("not reading its frames");
     let allowed = 2 + started.elapsed().as_secs() / 10;
     eprintln!(
-        "{dropped} frames dropped; {} log lines about it",
+        "{dropped} frames dropped; {} log lines about it; node RSS {rss} KiB",
         lines.len()
     );
     assert!(dropped >= 1_000, "{dropped}");
