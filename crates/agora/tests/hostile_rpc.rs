@@ -29,8 +29,8 @@ static HEAVY: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 const MIB: u64 = 1 << 20;
 /// The node's resident memory stays below this during a flood.
 const RSS_BOUND: u64 = 150 * MIB;
-/// After the flooders leave, the node's resident memory comes back within this of idle (glibc
-/// keeps some of the freed memory: up to ~30 MiB after the flood of 200 KiB replies).
+/// After the flooders leave, the node's resident memory comes back within this of idle (the
+/// allocator may keep some of the freed memory for reuse).
 const RSS_SETTLED: u64 = 40 * MIB;
 /// How long each flood lasts.
 const FLOOD: Duration = Duration::from_secs(6);
@@ -209,8 +209,9 @@ async fn flood(
     }
     sampler.await.unwrap();
     let peak = peak.load(Ordering::Relaxed);
-    // What the node gives back within a few seconds (the allocator keeps some of what was freed).
-    let settled = eventually(Duration::from_secs(5), async || {
+    // What the node gives back once the allocator has returned freed pages (jemalloc, which the
+    // binary uses, purges them over 10 s), polled for up to 20 s.
+    let settled = eventually(Duration::from_secs(20), async || {
         let now = rss(node);
         (now <= idle + 4 * MIB).then_some(now)
     })
