@@ -142,15 +142,73 @@ pub async fn serve(listener: TcpListener, face: Face, shutdown: impl Future<Outp
         limits,
         access,
     } = face;
-    let max = limits.max_connections.clamp(1, Semaphore::MAX_PERMITS);
-    let slots = Arc::new(Semaphore::new(max));
-    let refusals = Arc::new(Semaphore::new(max));
     let checks = Arc::new(Checks { access, limits });
     let router = router.layer(axum::middleware::from_fn_with_state(
         Arc::clone(&checks),
         check_request,
     ));
     let (stop_tx, stop_rx) = watch::channel(false);
+    let mut tasks = accept_loop(
+        &listener,
+        limits.max_connections,
+        name,
+        shutdown,
+        |stream, remote, admitted| {
+            let router = router.clone();
+            let stop = stop_rx.clone();
+            async move {
+                match admitted {
+                    Admitted::Within(slot) => {
+                        let conn = Connection {
+                            router,
+                            limits,
+                            slot,
+                            stop,
+                        };
+                        conn.serve(stream, remote, name).await;
+                    }
+                    Admitted::Refused(permit) => {
+                        refuse(stream, limits.header_timeout).await;
+                        drop(permit);
+                    }
+                }
+            }
+        },
+    )
+    .await;
+    drop(listener);
+    let _ = stop_tx.send(true);
+    while tasks.join_next().await.is_some() {}
+}
+
+/// What [`accept_loop`] decided for an accepted connection; the permit is held for as long as the
+/// connection (or its refusal) lasts.
+pub(crate) enum Admitted {
+    /// Within the connection limit: serve it.
+    Within(OwnedSemaphorePermit),
+    /// Beyond it, within as many refusals in progress: answer 503 and close.
+    Refused(OwnedSemaphorePermit),
+}
+
+/// The accept loop of every face (the HTTP and WebSocket faces here, the AGTP face in
+/// `agtp::listener`): until `shutdown` completes, at most `max` connections at once are
+/// [`Admitted::Within`], as many more [`Admitted::Refused`], and the rest dropped unanswered;
+/// `spawn` gives each its task. A failed accept (out of descriptors, say) backs off for
+/// [`ACCEPT_BACKOFF`]. Returns the tasks still running, for the caller to drain or abort.
+pub(crate) async fn accept_loop<F, Fut>(
+    listener: &TcpListener,
+    max: usize,
+    face: &'static str,
+    shutdown: impl Future<Output = ()>,
+    mut spawn: F,
+) -> JoinSet<()>
+where
+    F: FnMut(TcpStream, SocketAddr, Admitted) -> Fut,
+    Fut: Future<Output = ()> + Send + 'static,
+{
+    let max = max.clamp(1, Semaphore::MAX_PERMITS);
+    let slots = Arc::new(Semaphore::new(max));
+    let refusals = Arc::new(Semaphore::new(max));
     let mut tasks = JoinSet::new();
     let mut shutdown = std::pin::pin!(shutdown);
     loop {
@@ -162,31 +220,22 @@ pub async fn serve(listener: TcpListener, face: Face, shutdown: impl Future<Outp
                 if let Err(e) = done
                     && e.is_panic()
                 {
-                    tracing::warn!(face = name, error = %e, "connection task panicked");
+                    tracing::warn!(face, error = %e, "connection task panicked");
                 }
             }
             accepted = listener.accept() => match accepted {
                 Ok((stream, remote)) => {
                     if let Ok(slot) = Arc::clone(&slots).try_acquire_owned() {
-                        let conn = Connection {
-                            router: router.clone(),
-                            limits,
-                            slot,
-                            stop: stop_rx.clone(),
-                        };
-                        tasks.spawn(conn.serve(stream, remote, name));
+                        tasks.spawn(spawn(stream, remote, Admitted::Within(slot)));
                     } else if let Ok(permit) = Arc::clone(&refusals).try_acquire_owned() {
-                        tracing::debug!(face = name, %remote, "connection limit reached; answering 503");
-                        tasks.spawn(async move {
-                            refuse(stream, limits.header_timeout).await;
-                            drop(permit);
-                        });
+                        tracing::debug!(face, %remote, "connection limit reached; answering 503");
+                        tasks.spawn(spawn(stream, remote, Admitted::Refused(permit)));
                     } else {
-                        tracing::debug!(face = name, %remote, "connection limit reached; dropped");
+                        tracing::debug!(face, %remote, "connection limit reached; dropped");
                     }
                 }
                 Err(e) => {
-                    tracing::debug!(face = name, error = %e, "accept failed");
+                    tracing::debug!(face, error = %e, "accept failed");
                     backoff = true;
                 }
             },
@@ -199,9 +248,7 @@ pub async fn serve(listener: TcpListener, face: Face, shutdown: impl Future<Outp
             }
         }
     }
-    drop(listener);
-    let _ = stop_tx.send(true);
-    while tasks.join_next().await.is_some() {}
+    tasks
 }
 
 /// One accepted connection within the limit.

@@ -35,11 +35,11 @@ use agora_agtp::codec::{Limits, Request, Response, decode_request};
 use agora_agtp::{AgtpError, BadRequest};
 use tokio::io::{AsyncRead, AsyncReadExt as _, AsyncWrite, AsyncWriteExt as _};
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::Semaphore;
-use tokio::task::JoinSet;
 use tokio::time::{Instant, timeout, timeout_at};
 use tokio_rustls::TlsAcceptor;
 use tokio_rustls::server::TlsStream;
+
+use crate::serve::Admitted;
 
 /// Answers AGTP requests.
 pub trait Handler: Send + Sync + 'static {
@@ -88,9 +88,6 @@ impl fmt::Debug for ListenerConfig {
     }
 }
 
-/// How long the accept loop pauses after an accept error (e.g. EMFILE).
-const ACCEPT_BACKOFF: Duration = Duration::from_millis(100);
-
 /// After answering 400 or 503, input the peer still sends is discarded (for at most
 /// `LINGER_TIME` and `LINGER_BYTES`, and until it has been quiet for `LINGER_QUIET`) before the
 /// socket is dropped: closing with unread input would reset the connection and could destroy the
@@ -111,58 +108,30 @@ pub async fn serve<H: Handler>(
     shutdown: impl Future<Output = ()> + Send,
 ) {
     let config = Arc::new(config);
-    let max = config.max_connections.min(Semaphore::MAX_PERMITS);
-    let slots = Arc::new(Semaphore::new(max));
-    // Connections refused with 503 are bounded too; beyond that they are dropped unanswered.
-    let refusals = Arc::new(Semaphore::new(max.max(1)));
-    let mut tasks = JoinSet::new();
-    let mut shutdown = std::pin::pin!(shutdown);
-    loop {
-        let mut backoff = false;
-        tokio::select! {
-            biased;
-            () = &mut shutdown => break,
-            Some(done) = tasks.join_next(), if !tasks.is_empty() => {
-                if let Err(e) = done
-                    && e.is_panic()
-                {
-                    tracing::warn!(error = %e, "AGTP connection task panicked");
-                }
-            }
-            accepted = listener.accept() => match accepted {
-                Ok((stream, remote)) => {
-                    if let Ok(permit) = Arc::clone(&slots).try_acquire_owned() {
-                        let config = Arc::clone(&config);
-                        let handler = Arc::clone(&handler);
-                        tasks.spawn(async move {
-                            connection(stream, remote, &config, &*handler).await;
-                            drop(permit);
-                        });
-                    } else if let Ok(permit) = Arc::clone(&refusals).try_acquire_owned() {
-                        tracing::debug!(%remote, "AGTP connection limit reached; answering 503");
-                        let config = Arc::clone(&config);
-                        tasks.spawn(async move {
-                            refuse(stream, remote, &config).await;
-                            drop(permit);
-                        });
-                    } else {
-                        tracing::debug!(%remote, "AGTP connection limit reached; dropped");
+    let max = config.max_connections;
+    let mut tasks = crate::serve::accept_loop(
+        &listener,
+        max,
+        "agtp",
+        shutdown,
+        |stream, remote, admitted| {
+            let config = Arc::clone(&config);
+            let handler = Arc::clone(&handler);
+            async move {
+                match admitted {
+                    Admitted::Within(permit) => {
+                        connection(stream, remote, &config, &*handler).await;
+                        drop(permit);
+                    }
+                    Admitted::Refused(permit) => {
+                        refuse(stream, remote, &config).await;
+                        drop(permit);
                     }
                 }
-                Err(e) => {
-                    tracing::debug!(error = %e, "AGTP accept failed");
-                    backoff = true;
-                }
-            },
-        }
-        if backoff {
-            tokio::select! {
-                biased;
-                () = &mut shutdown => break,
-                () = tokio::time::sleep(ACCEPT_BACKOFF) => {}
             }
-        }
-    }
+        },
+    )
+    .await;
     drop(listener);
     tasks.shutdown().await;
 }
