@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 
 use futures::{SinkExt, StreamExt};
 use serde_json::{Value, json};
-use support::{Node, Ws, eventually, register_tool, rss_bytes, spawn_node, spawn_node_env};
+use support::{Node, Ws, eventually, register_tool, rss_bytes, spawn_node};
 use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 use tokio_tungstenite::tungstenite::protocol::frame::Frame;
@@ -522,14 +522,8 @@ async fn tool_invoke_answers_within_its_bound_whatever_the_provider_does() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bearer_in_any_case_and_ended_session_tokens() {
     let dir = tempfile::tempdir().unwrap();
-    let key = "an-api-key-of-sufficient-length";
-    let node = spawn_node_env(
-        &dir.path().join("n"),
-        &[],
-        30,
-        &[],
-        &[("AGORA_RPC_API_KEY", key)],
-    );
+    let key = support::TEST_API_KEY;
+    let node = support::spawn_node_with_key(dir.path());
     for scheme in ["Bearer", "bearer", "BEARER"] {
         let auth = format!("{scheme} {key}");
         assert!(connect(&node.rpc, Some(&auth)).await.is_ok(), "{auth}");

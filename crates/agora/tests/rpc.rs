@@ -7,7 +7,7 @@ mod support;
 
 use futures::{SinkExt, StreamExt};
 use serde_json::{Value, json};
-use support::{spawn_node, spawn_node_env};
+use support::spawn_node;
 use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 
@@ -114,14 +114,8 @@ async fn framing_conformance_over_a_real_websocket() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn api_key_and_rate_limits() {
     let dir = tempfile::tempdir().unwrap();
-    let key = "an-api-key-of-sufficient-length";
-    let node = spawn_node_env(
-        &dir.path().join("n"),
-        &[],
-        30,
-        &[],
-        &[("AGORA_RPC_API_KEY", key)],
-    );
+    let key = support::TEST_API_KEY;
+    let node = support::spawn_node_with_key(dir.path());
     let Err(err) = connect(&node.rpc, None).await else {
         panic!("no header, no connection");
     };

@@ -468,3 +468,18 @@ pub(crate) fn rss_bytes(pid: u32) -> Option<u64> {
     let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
     Some(kib * 1024)
 }
+
+/// The API key of [`spawn_node_with_key`].
+pub(crate) const TEST_API_KEY: &str = "an-api-key-of-sufficient-length";
+
+/// A node in `dir` (as `dir/n`) whose faces need [`TEST_API_KEY`] (given by its older name,
+/// `AGORA_RPC_API_KEY`).
+pub(crate) fn spawn_node_with_key(dir: &Path) -> Node {
+    spawn_node_env(
+        &dir.join("n"),
+        &[],
+        30,
+        &[],
+        &[("AGORA_RPC_API_KEY", TEST_API_KEY)],
+    )
+}
