@@ -735,7 +735,9 @@ pub async fn run(mesh: Mesh, mut commands: mpsc::Receiver<Command>, events: mpsc
                     let _ = swarm.disconnect_peer_id(peer);
                 }
                 // Lingering reasons expire and rendezvous lookups fall due with time.
-                pending.replan = true;
+                if pending.topics.due(std::time::Instant::now()) {
+                    pending.replan = true;
+                }
             }
         }
     }

@@ -474,14 +474,42 @@ impl Topics {
         out
     }
 
+    /// Whether the passage of time alone can change the plan at `now`: a departed peer's linger
+    /// ended, a peer still unidentified reached [`IDENTIFY_WAIT`], a relayed channel reached
+    /// [`RELAY_IDLE`] of silence, or a rendezvous lookup fell due. Peers' and the node's own
+    /// actions ask for a plan themselves; a timer only needs one when this says so.
+    #[must_use]
+    pub fn due(&self, now: Instant) -> bool {
+        self.peers.values().any(|p| {
+            p.gone
+                .is_some_and(|at| now.saturating_duration_since(at) >= LINGER)
+                || matches!(p.kind, Kind::Pending(since) if now.saturating_duration_since(since) >= IDENTIFY_WAIT)
+        }) || self
+            .traffic
+            .values()
+            .any(|at| now.saturating_duration_since(*at) >= RELAY_IDLE)
+            || self
+                .rendezvous
+                .values()
+                .any(|r| now >= r.next || now >= r.long_range)
+    }
+
     /// Recomputes the subscription set and the rendezvous schedule; returns what to do.
     pub fn plan(&mut self, now: Instant) -> Vec<Action> {
         let mut actions = Vec::new();
-        // Peers gone for longer than the linger period are forgotten.
+        // Peers gone for longer than the linger period are forgotten; a peer that did not say
+        // within IDENTIFY_WAIT that it is an Agora node is taken for another (as `proxied` does;
+        // identify arriving later still corrects it).
         self.peers.retain(|_, p| {
             p.gone
                 .is_none_or(|at| now.saturating_duration_since(at) < LINGER)
         });
+        for p in self.peers.values_mut() {
+            if matches!(p.kind, Kind::Pending(since) if now.saturating_duration_since(since) >= IDENTIFY_WAIT)
+            {
+                p.kind = Kind::Other;
+            }
+        }
 
         // Relayed channels silent for too long are left until someone newly subscribes.
         let silent: Vec<String> = self
@@ -642,6 +670,29 @@ mod tests {
                 _ => None,
             })
             .collect()
+    }
+
+    #[test]
+    fn time_alone_asks_for_a_plan_only_when_a_reason_expires() {
+        let t0 = Instant::now();
+        let mut t = Topics::new(Budget::default(), peer());
+        let (a, b) = (peer(), peer());
+        t.peer_connected(a, t0);
+        t.peer_identified(&a, true);
+        t.peer_subscribed(a, &caps(&a), t0);
+        t.peer_connected(b, t0);
+        t.plan(t0);
+        assert!(!t.due(t0 + Duration::from_secs(1)), "nothing expires yet");
+        // b never identifies: once, when it is taken for a non-Agora peer.
+        assert!(t.due(t0 + IDENTIFY_WAIT));
+        t.plan(t0 + IDENTIFY_WAIT);
+        assert!(!t.due(t0 + IDENTIFY_WAIT));
+        // a leaves: due when its linger ends, not before, and not after the plan forgot it.
+        t.peer_disconnected(&a, t0 + IDENTIFY_WAIT);
+        assert!(!t.due(t0 + IDENTIFY_WAIT + LINGER / 2));
+        assert!(t.due(t0 + IDENTIFY_WAIT + LINGER));
+        t.plan(t0 + IDENTIFY_WAIT + LINGER);
+        assert!(!t.due(t0 + IDENTIFY_WAIT + LINGER));
     }
 
     #[test]
