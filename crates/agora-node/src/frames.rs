@@ -389,6 +389,8 @@ pub struct FrameHandler {
     limit: usize,
     inbound: Option<Reader<Stream, InnerEvent>>,
     out: VecDeque<HandlerOut>,
+    /// Whether the peer's gossipsub version was passed on from the inbound stream.
+    kind_told: bool,
 }
 
 impl std::fmt::Debug for FrameHandler {
@@ -407,6 +409,7 @@ impl FrameHandler {
             limit,
             inbound: None,
             out: VecDeque::new(),
+            kind_told: false,
         }
     }
 }
@@ -482,7 +485,17 @@ impl ConnectionHandler for FrameHandler {
             ConnectionEvent::FullyNegotiatedInbound(FullyNegotiatedInbound {
                 protocol, ..
             }) => match protocol {
-                futures::future::Either::Left((framed, _kind)) => {
+                futures::future::Either::Left((framed, kind)) => {
+                    // Gossipsub's handler learns the peer's protocol version from whichever of
+                    // its streams is negotiated first and tells the behaviour once; the inbound
+                    // one never reaches it, so it is told here (the behaviour keeps the first
+                    // kind it hears). Without it a peer whose stream to us came first would count
+                    // as not speaking gossipsub yet: left out of meshes joined and of IHAVE.
+                    if !self.kind_told {
+                        self.kind_told = true;
+                        self.out
+                            .push_back(HandlerOut::Inner(InnerEvent::PeerKind(kind)));
+                    }
                     // A new inbound stream replaces the previous one, as in gossipsub.
                     let parts = framed.into_parts();
                     self.inbound = Some(Reader::new(

@@ -259,16 +259,25 @@ async fn star(dir: &std::path::Path, n: usize, topic: &str) -> (Node, Vec<JsPeer
 
 /// `from` publishes an envelope of `size` bytes on `topic` that `to` must receive, verified.
 async fn relayed(from: &mut JsPeer, to: &mut JsPeer, topic: &str, size: Option<usize>) {
-    let nonce = from.publish_envelope(topic, size).await;
-    let got = to.receive(topic, &nonce, Duration::from_secs(20)).await;
-    let got = got.unwrap_or_else(|| {
+    let published = from
+        .call(json!({"cmd": "publish-envelope", "topic": topic, "size": size}))
+        .await;
+    let nonce = published["nonce"].as_str().unwrap().to_owned();
+    let Some(got) = to.receive(topic, &nonce, Duration::from_secs(20)).await else {
+        // What each side saw, for the failure report.
+        let sent_to = strings(&published["recipients"]);
+        let mesh = to.call(json!({"cmd": "mesh", "topic": topic})).await;
+        let subscribers = to.call(json!({"cmd": "subscribers", "topic": topic})).await;
         panic!(
-            "an envelope of {} bytes from js {} on {topic} reaches js {} through Agora",
+            "an envelope of {} bytes from js {} on {topic} reaches js {} through Agora \
+             (the publisher sent it to {sent_to:?}; the receiver's mesh: {}, its subscribers: {})",
             size.map_or_else(|| "a few".to_owned(), |s| s.to_string()),
             from.peer_id,
-            to.peer_id
+            to.peer_id,
+            mesh["peers"],
+            subscribers["peers"],
         )
-    });
+    };
     assert_eq!(
         got["ok"], true,
         "the envelope verifies at the receiver: {got}"
@@ -707,6 +716,14 @@ async fn a_js_peer_following_250_topics_keeps_working() {
             )
             .await,
             "the Agora node subscribes to {topic}, which js {} uses",
+            js.peer_id
+        );
+        // As in `star`: a message relayed to a peer before it is in the node's mesh reaches it
+        // only by gossip, which is not what this test is about.
+        assert!(
+            js.wait_for("mesh", &topic, &node.peer_id, Duration::from_secs(20))
+                .await,
+            "the Agora node joins js {}'s mesh for {topic}",
             js.peer_id
         );
     }
