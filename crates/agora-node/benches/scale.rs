@@ -736,6 +736,10 @@ async fn measure<N: Shape>(
         );
     }
 
+    if let Ok(Some(health)) = tokio::time::timeout(AFTER_POLL, net.gossip_health()).await {
+        println!("  {variant}: {health}");
+    }
+
     r.rss_end = rss();
     r.rss_peak = proc_status_kb("VmHWM").unwrap_or(0);
     if let Ok(shape) = tokio::time::timeout(AFTER_POLL, net.shape()).await {
@@ -751,6 +755,12 @@ async fn measure<N: Shape>(
 /// Connections and topics per node, each (min, mean, max).
 trait Shape: Net {
     async fn shape(&self) -> ((usize, f64, usize), (usize, f64, usize));
+
+    /// Agora only: the task topics' mesh sizes per node and what gossipsub dropped for slow
+    /// peers, summed over the nodes (`mesh::Status`), as one line.
+    async fn gossip_health(&self) -> Option<String> {
+        None
+    }
 }
 
 impl Shape for AgoraNet {
@@ -759,6 +769,29 @@ impl Shape for AgoraNet {
         let conns: Vec<usize> = status.iter().map(|s| s.connected.len()).collect();
         let topics: Vec<usize> = status.iter().map(|s| s.topics.len()).collect();
         (spread(&conns), spread(&topics))
+    }
+
+    async fn gossip_health(&self) -> Option<String> {
+        let status = self.status().await;
+        let sizes: Vec<usize> = status
+            .iter()
+            .flat_map(|s| TASKS.iter().map(|t| s.mesh.get(*t).copied().unwrap_or(0)))
+            .collect();
+        let empty = status
+            .iter()
+            .filter(|s| {
+                TASKS
+                    .iter()
+                    .any(|t| s.mesh.get(*t).copied().unwrap_or(0) == 0)
+            })
+            .count();
+        let (priority, non_priority) = status.iter().fold((0, 0), |(p, q), s| {
+            (p + s.dropped.priority, q + s.dropped.non_priority)
+        });
+        let (min, mean, max) = spread(&sizes);
+        Some(format!(
+            "task-topic mesh peers per node min/mean/max {min}/{mean:.1}/{max}, {empty} nodes with an empty task mesh; dropped for slow peers: {priority} priority, {non_priority} non-priority"
+        ))
     }
 }
 

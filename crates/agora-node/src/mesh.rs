@@ -205,6 +205,30 @@ pub struct Status {
     pub topic_budget: topics::Report,
     /// Gossip refused, by reason.
     pub refused: std::collections::BTreeMap<&'static str, u64>,
+    /// Messages gossipsub gave up sending to slow peers (their queue was full or a message
+    /// waited past its deadline), by kind, since the node started.
+    pub dropped: Dropped,
+    /// Mesh peers per joined topic (the peers full messages go to at once; the others of a
+    /// topic hear of them by gossip).
+    pub mesh: std::collections::BTreeMap<String, usize>,
+}
+
+/// Messages gossipsub could not send to slow peers, as its `SlowPeer` events count them.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub struct Dropped {
+    /// Control messages and own publications not queued (the peer's priority queue was full).
+    pub priority: u64,
+    /// Forwarded messages and gossip not queued (the non-priority queue was full), and messages
+    /// that waited in a queue past their deadline.
+    pub non_priority: u64,
+}
+
+impl Dropped {
+    fn add(&mut self, f: &gossipsub::FailedMessages) {
+        let n = |v: usize| u64::try_from(v).unwrap_or(u64::MAX);
+        self.priority = self.priority.saturating_add(n(f.priority));
+        self.non_priority = self.non_priority.saturating_add(n(f.non_priority));
+    }
 }
 
 /// Events from the mesh task.
@@ -651,6 +675,8 @@ struct Pending {
     replan: bool,
     /// Peers whose connection the frame guard closed, to dial back once it is gone.
     resets: HashSet<PeerId>,
+    /// Messages gossipsub dropped for slow peers.
+    dropped: Dropped,
 }
 
 impl Behaviour {
@@ -681,6 +707,7 @@ pub async fn run(mesh: Mesh, mut commands: mpsc::Receiver<Command>, events: mpsc
         topics: Topics::new(budget, local),
         replan: false,
         resets: HashSet::new(),
+        dropped: Dropped::default(),
     };
     let mut listen: Vec<Multiaddr> = Vec::new();
     let mut redial = tokio::time::interval(Duration::from_millis(250));
@@ -968,6 +995,15 @@ fn handle_command(
                 .map(ToString::to_string)
                 .collect();
             topics.sort();
+            let gossipsub = &swarm.behaviour().gossipsub;
+            let mesh = pending
+                .topics
+                .joined()
+                .map(|(t, _)| {
+                    let n = gossipsub.mesh_peers(&IdentTopic::new(t).hash()).count();
+                    (t.to_owned(), n)
+                })
+                .collect();
             let _ = reply.send(Status {
                 peer_id,
                 listen: listen.iter().map(ToString::to_string).collect(),
@@ -975,6 +1011,8 @@ fn handle_command(
                 topics,
                 topic_budget: pending.topics.report(),
                 refused: swarm.behaviour().gossipsub.refusals().counts(),
+                dropped: pending.dropped,
+                mesh,
             });
         }
     }
@@ -1131,6 +1169,13 @@ fn handle_swarm_event(
             gossipsub::Event::Unsubscribed { peer_id, topic } => {
                 pending.topics.peer_unsubscribed(&peer_id, topic.as_str());
                 pending.replan = true;
+            }
+            gossipsub::Event::SlowPeer {
+                peer_id,
+                failed_messages,
+            } => {
+                tracing::debug!(%peer_id, ?failed_messages, "gossipsub dropped messages for a slow peer");
+                pending.dropped.add(&failed_messages);
             }
             _ => {}
         },

@@ -253,6 +253,8 @@ async fn status(State(state): State<AppState>) -> Response {
                 "refused": mesh.topic_budget.refused,
             },
             "refused": mesh.refused,
+            "dropped": mesh.dropped,
+            "mesh": mesh.mesh,
         },
         "agh": agh,
     }))

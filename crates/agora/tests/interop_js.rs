@@ -727,6 +727,17 @@ async fn a_js_peer_following_250_topics_keeps_working() {
             js.peer_id
         );
     }
+    // `/status` shows the node's own side of it: both js peers in its mesh for the topic.
+    let in_mesh = eventually(Duration::from_secs(20), async || {
+        let n = gossip_status(&node).await["mesh"][topic.as_str()].as_u64()?;
+        (n == 2).then_some(())
+    })
+    .await;
+    assert!(
+        in_mesh.is_some(),
+        "GET /status gossip.mesh counts both js peers on {topic}: {}",
+        gossip_status(&node).await
+    );
     relayed(&mut many, &mut one, &topic, None).await;
     relayed(&mut one, &mut many, &topic, None).await;
     within_topic_budget(&node).await;
