@@ -345,21 +345,19 @@ impl Ans {
     }
 
     /// The caller's claimed Authority-Scope, checked against its registered document (base
-    /// draft -09; see [`scope::effective`]); then `scope` must be among them unless `open`.
+    /// draft -09; see [`scope::effective`]; an unregistered caller's claim as `unregistered`
+    /// says); then `scope` must be among them unless `open`.
     fn require_scope(
         &self,
         request: &Request,
         caller: Option<&str>,
         scope: &str,
         open: bool,
+        unregistered: UnregisteredClaims,
     ) -> Result<(), AgtpError> {
         let claimed = request.headers.authority_scope()?;
         let declared = self.declared_scopes(caller);
-        let effective = scope::effective(
-            claimed,
-            declared.as_ref(),
-            self.settings.unregistered_claims,
-        )?;
+        let effective = scope::effective(claimed, declared.as_ref(), unregistered)?;
         if open || effective.is_some_and(|s| s.grants(scope)) {
             Ok(())
         } else {
@@ -398,7 +396,13 @@ impl Ans {
         let open = population
             && self.settings.population_open
             && !request.headers.contains("Authority-Scope");
-        self.require_scope(request, caller, QUERY_SCOPE, open)?;
+        self.require_scope(
+            request,
+            caller,
+            QUERY_SCOPE,
+            open,
+            self.settings.unregistered_claims,
+        )?;
         let now = (self.clock)();
         let anonymous;
         let limit_key = match (caller, remote) {
@@ -681,7 +685,15 @@ impl Ans {
     }
 
     async fn lifecycle(&self, request: &Request) -> Result<Value, AgtpError> {
-        self.require_scope(request, request.headers.agent_id(), REGISTER_SCOPE, false)?;
+        // The governance platform is authenticated by its signature, not by a registered
+        // document: its claim is taken as asserted whatever `unregistered_claims` says.
+        self.require_scope(
+            request,
+            request.headers.agent_id(),
+            REGISTER_SCOPE,
+            false,
+            UnregisteredClaims::Asserted,
+        )?;
         let body = request.json_body()?;
         let now = (self.clock)();
         let command = self
