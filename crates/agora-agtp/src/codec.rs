@@ -66,6 +66,13 @@ pub const MAX_METHOD_LEN: usize = 32;
 /// The JSON media type this implementation emits (base draft -07+).
 pub const CONTENT_TYPE_AGTP_JSON: &str = "application/vnd.agtp+json";
 
+/// The Agent Identity Document media type (base draft -09): a DESCRIBE answered with the bare
+/// document, as the reference server answers it.
+pub const CONTENT_TYPE_IDENTITY: &str = "application/vnd.agtp.identity+json";
+
+/// The server manifest media type (base draft -09): a target-less DISCOVER without `Agent-ID`.
+pub const CONTENT_TYPE_MANIFEST: &str = "application/vnd.agtp.manifest+json";
+
 /// The media types [`Request::json_body`] and [`Response::json_body`] accept (compared
 /// case-insensitively, parameters ignored): the current and the discovery draft's AGTP JSON types,
 /// plain JSON (error bodies of the reference server), the identity document and the server
@@ -246,6 +253,19 @@ impl Headers {
     /// `Content-Type`, as sent.
     pub fn content_type(&self) -> Option<&str> {
         self.get("Content-Type")
+    }
+
+    /// Whether an `Accept` field lists `media_type` (case-insensitive, parameters ignored; `*/*`
+    /// and `type/*` do not count: only an explicit request for the type does).
+    pub fn accepts(&self, media_type: &str) -> bool {
+        self.get_all("Accept").any(|value| {
+            value.split(',').any(|item| {
+                item.split_once(';')
+                    .map_or(item, |(essence, _)| essence)
+                    .trim_matches([' ', '\t'])
+                    .eq_ignore_ascii_case(media_type)
+            })
+        })
     }
 
     /// The `Authority-Scope` list: `None` when absent; every `Authority-Scope` field is parsed and
@@ -1527,9 +1547,30 @@ mod tests {
         assert_eq!(r.reason, "Bad Request");
         assert_eq!(r.headers.task_id(), Some("task-1"));
         let body = r.json_body().expect("json").expect("body");
-        assert_eq!(body["error"]["code"], "missing-header");
+        // The newer base draft's name, with Agora's draft-era one beside it.
+        assert_eq!(body["error"]["code"], "missing-agent-id");
+        assert_eq!(body["error"]["draft_code"], "missing-header");
         let (back, _) = resp(&r.encode()).expect("valid").expect("complete");
         assert_eq!(back, r);
+    }
+
+    #[test]
+    fn accept_lists_name_media_types_explicitly() {
+        let h: Headers = [
+            ("Accept", "application/json"),
+            (
+                "accept",
+                "text/html, Application/VND.agtp.identity+json;q=0.9",
+            ),
+        ]
+        .into_iter()
+        .collect();
+        assert!(h.accepts(CONTENT_TYPE_IDENTITY));
+        assert!(h.accepts("application/json"));
+        assert!(!h.accepts(CONTENT_TYPE_MANIFEST));
+        let any: Headers = [("Accept", "*/*")].into_iter().collect();
+        assert!(!any.accepts(CONTENT_TYPE_IDENTITY));
+        assert!(!Headers::new().accepts("application/json"));
     }
 
     #[test]

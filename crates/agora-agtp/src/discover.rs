@@ -11,11 +11,28 @@
 //!
 //! `query_id` is derived from the normalised query and the index digest, so identical queries
 //! over an identical index give byte-identical responses.
+//!
+//! # Paths ([`Target`])
+//!
+//! The draft's DISCOVER has no path (`AGTP/1.0 DISCOVER`, or `/`). The reference implementation
+//! adds `DISCOVER /population` (its presence coordinator's ranked query, with its own parameter
+//! names and the results at the top level of the body) and enumerates or refuses (460) other
+//! paths; its `agtp-curl` names the path in the body instead (`{"target": "population"}`, a
+//! legacy form honoured when the request line has no path). So:
+//!
+//! - [`Target::Root`]: the draft's query, answered `{"status", "task_id", "result": {…}}`.
+//! - [`Target::Population`]: the same query; the reference's names `capability` (a capability
+//!   term, like a `capability_domains` entry), `tier` (read as `trust_tier_min`) and
+//!   `owner_domain` (`org_domain`) are accepted besides the draft's, and the answer is
+//!   [`population_body`]: the result's members at the top level with `method`, `target` and the
+//!   normalised `query`, each result also under the Identity Document names `agent_id` and
+//!   `name`, with its `score` (= `rank_score`).
+//! - [`Target::Other`]: 460 Endpoint Violation.
 
 use serde_json::{Map, Value, json};
 use sha2::{Digest, Sha256};
 
-use crate::error::BadRequest;
+use crate::error::{AgtpError, BadRequest};
 use crate::index::{Filters, Hit, Index, Scratch, Search};
 use crate::rank::{self, Weights};
 
@@ -71,6 +88,71 @@ impl Default for Params {
             explain: false,
             preferred_agent: None,
         }
+    }
+}
+
+/// The reference coordinator's path.
+pub const POPULATION_PATH: &str = "/population";
+
+/// Longest path quoted back in a 460 answer.
+const MAX_QUOTED_PATH: usize = 128;
+
+/// Which DISCOVER a request is: see the module docs.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Target {
+    /// No path (or `/`): the draft's DISCOVER.
+    Root,
+    /// `/population`: the reference coordinator's DISCOVER.
+    Population,
+    /// Any other path (answered 460).
+    Other(String),
+}
+
+impl Target {
+    /// From a path (`/population`) or a body `target` name (`population`).
+    pub fn from_name(name: &str) -> Self {
+        let trimmed = name.trim();
+        let path = trimmed.strip_prefix('/').unwrap_or(trimmed);
+        match path {
+            "" => Self::Root,
+            "population" => Self::Population,
+            _ => {
+                let mut quoted = String::from("/");
+                for c in path.chars() {
+                    if quoted.len() + c.len_utf8() > MAX_QUOTED_PATH {
+                        break;
+                    }
+                    quoted.push(c);
+                }
+                Self::Other(quoted)
+            }
+        }
+    }
+
+    /// The request's target: its path, or the body's legacy `target` member when the request
+    /// line has no path.
+    pub fn resolve(path: &str, body: Option<&Value>) -> Result<Self, BadRequest> {
+        let from_path = Self::from_name(path);
+        if from_path != Self::Root {
+            return Ok(from_path);
+        }
+        match body.and_then(|b| b.get("target")) {
+            None | Some(Value::Null) => Ok(Self::Root),
+            Some(Value::String(t)) => Ok(Self::from_name(t)),
+            Some(_) => Err(bad("target", "must be a string naming a DISCOVER path")),
+        }
+    }
+
+    /// The result of asking for this target where it is not served.
+    pub fn violation(&self) -> AgtpError {
+        let path = match self {
+            Self::Root => "/",
+            Self::Population => POPULATION_PATH,
+            Self::Other(p) => p,
+        };
+        AgtpError::EndpointViolation(format!(
+            "DISCOVER {path:?} is not served here (paths: / and {POPULATION_PATH})"
+        ))
     }
 }
 
@@ -174,42 +256,96 @@ fn percent_decode(s: &str) -> Option<String> {
     String::from_utf8(out).ok()
 }
 
+/// A list parameter: a JSON array of strings, or a comma-separated string (query strings).
+fn string_list(name: &str, v: &Value) -> Result<Vec<String>, BadRequest> {
+    let items: Vec<String> = match v {
+        Value::Null => Vec::new(),
+        Value::Array(a) => a
+            .iter()
+            .map(|x| match x {
+                Value::String(s) if !s.trim().is_empty() && s.len() <= 64 => {
+                    Ok(s.trim().to_owned())
+                }
+                _ => Err(bad(
+                    name,
+                    "entries must be non-empty strings of at most 64 bytes",
+                )),
+            })
+            .collect::<Result<_, _>>()?,
+        Value::String(s) => s
+            .split(',')
+            .map(str::trim)
+            .filter(|x| !x.is_empty())
+            .map(|x| {
+                if x.len() <= 64 {
+                    Ok(x.to_owned())
+                } else {
+                    Err(bad(name, "entries must be at most 64 bytes"))
+                }
+            })
+            .collect::<Result<_, _>>()?,
+        _ => return Err(bad(name, "must be an array of strings")),
+    };
+    if items.len() > MAX_DOMAINS {
+        return Err(bad(name, &format!("at most {MAX_DOMAINS} entries")));
+    }
+    Ok(items)
+}
+
+/// The reference coordinator's parameter names that are another name for a draft parameter
+/// (accepted on `DISCOVER /population`): `(theirs, ours)`.
+pub const POPULATION_ALIASES: [(&str, &str); 2] =
+    [("tier", "trust_tier_min"), ("owner_domain", "org_domain")];
+
+/// A value as its text, to tell whether an alias and the draft name say the same thing
+/// (`"2"` from a query string and `2` from a body do).
+fn loose_text(v: &Value) -> String {
+    match v {
+        Value::String(s) => s.trim().to_owned(),
+        other => other.to_string(),
+    }
+}
+
+/// Renames the reference's aliases to the draft's names within one source of parameters; an
+/// alias and its draft name both present with different values is a 400 naming the alias.
+fn unalias(mut p: Map<String, Value>) -> Result<Map<String, Value>, BadRequest> {
+    for (theirs, ours) in POPULATION_ALIASES {
+        if let Some(v) = p.remove(theirs) {
+            match p.get(ours) {
+                Some(existing) if loose_text(existing) != loose_text(&v) => {
+                    return Err(bad(theirs, &format!("contradicts {ours}")));
+                }
+                Some(_) => {}
+                None => {
+                    p.insert(ours.to_owned(), v);
+                }
+            }
+        }
+    }
+    Ok(p)
+}
+
 impl Params {
-    /// Validates a parameters object.
+    /// Validates a parameters object of the draft's DISCOVER (no path).
     pub fn from_map(p: &Map<String, Value>) -> Result<Self, BadRequest> {
+        Self::from_map_at(p, &Target::Root)
+    }
+
+    /// Validates a parameters object of the DISCOVER at `target` (`Root` or `Population`):
+    /// `capability` is accepted on `Population` only, and `target` when it names `target`.
+    pub fn from_map_at(p: &Map<String, Value>, target: &Target) -> Result<Self, BadRequest> {
+        let population = *target == Target::Population;
         let mut out = Self::default();
+        let mut capability = Vec::new();
         for (name, v) in p {
             match name.as_str() {
                 "intent" => out.intent = string(name, v, MAX_INTENT)?,
-                "capability_domains" => {
-                    let items: Vec<String> = match v {
-                        Value::Null => Vec::new(),
-                        Value::Array(a) => a
-                            .iter()
-                            .map(|x| match x {
-                                Value::String(s) if !s.trim().is_empty() && s.len() <= 64 => {
-                                    Ok(s.trim().to_owned())
-                                }
-                                _ => Err(bad(
-                                    name,
-                                    "entries must be non-empty strings of at most 64 bytes",
-                                )),
-                            })
-                            .collect::<Result<_, _>>()?,
-                        // Query strings carry lists comma-separated.
-                        Value::String(s) => s
-                            .split(',')
-                            .map(str::trim)
-                            .filter(|x| !x.is_empty())
-                            .map(str::to_owned)
-                            .collect(),
-                        _ => return Err(bad(name, "must be an array of strings")),
-                    };
-                    if items.len() > MAX_DOMAINS {
-                        return Err(bad(name, &format!("at most {MAX_DOMAINS} entries")));
-                    }
-                    out.capability_domains = items;
-                }
+                "capability_domains" => out.capability_domains = string_list(name, v)?,
+                "capability" if population => capability = string_list(name, v)?,
+                "target" => match v {
+                    Value::String(t) if Target::from_name(t) == *target => {}
+                    _ => return Err(bad(name, "names another DISCOVER path")),
+                },
                 "trust_tier_min" => {
                     out.trust_tier_min = integer_in(name, v, 1, 3)?.map(|t| t as u8);
                 }
@@ -232,34 +368,64 @@ impl Params {
                 other => return Err(bad(other, "unknown DISCOVER parameter")),
             }
         }
+        for c in capability {
+            if !out.capability_domains.contains(&c) {
+                out.capability_domains.push(c);
+            }
+        }
+        if out.capability_domains.len() > MAX_DOMAINS {
+            return Err(bad(
+                "capability",
+                &format!("at most {MAX_DOMAINS} capability_domains and capability entries"),
+            ));
+        }
         Ok(out)
     }
 
-    /// Reads the parameters of a DISCOVER request: the body's `parameters` object (or the body
-    /// itself when it has no `parameters` member) over the target's query string.
-    pub fn from_request(target: Option<&str>, body: Option<&Value>) -> Result<Self, BadRequest> {
-        let mut merged = match target.and_then(|t| t.split_once('?')) {
-            Some((_, q)) => query_string_params(q)?,
-            None => Map::new(),
+    /// Reads the parameters of a DISCOVER request at `target`: the body's `parameters` object
+    /// (or the body itself when it has no `parameters` member) over the `query` string (the
+    /// request target's text after `?`, as [`crate::codec::Request::query`] gives it). On
+    /// `Population` the reference's aliases are renamed first, in each source separately, so
+    /// the body wins whichever name either source uses.
+    pub fn from_parts(
+        query: Option<&str>,
+        body: Option<&Value>,
+        target: &Target,
+    ) -> Result<Self, BadRequest> {
+        let population = *target == Target::Population;
+        let from_query = query
+            .map(query_string_params)
+            .transpose()?
+            .unwrap_or_default();
+        let mut merged = if population {
+            unalias(from_query)?
+        } else {
+            from_query
         };
-        match body {
-            None | Some(Value::Null) => {}
+        let from_body = match body {
+            None | Some(Value::Null) => Map::new(),
             Some(Value::Object(obj)) => {
                 let params = match obj.get("parameters") {
                     Some(Value::Object(p)) => p,
-                    Some(Value::Null) | None if obj.contains_key("method") => &Map::new(),
+                    Some(Value::Null) | None if obj.contains_key("method") => {
+                        return Self::from_map_at(&merged, target);
+                    }
                     Some(_) => {
                         return Err(BadRequest::Body("parameters must be an object".into()));
                     }
                     None => obj,
                 };
-                for (k, v) in params {
-                    merged.insert(k.clone(), v.clone());
-                }
+                params.clone()
             }
             Some(_) => return Err(BadRequest::Body("the body must be a JSON object".into())),
-        }
-        Self::from_map(&merged)
+        };
+        let from_body = if population {
+            unalias(from_body)?
+        } else {
+            from_body
+        };
+        merged.extend(from_body);
+        Self::from_map_at(&merged, target)
     }
 
     /// The query terms: intent tokens, then capability terms (domain entries that are not
@@ -538,6 +704,39 @@ pub fn result_object(
     r
 }
 
+/// Gives each result the reference's names as well: `agent_id` (= `canonical_id`), `name`
+/// (= `agent_label`) and `score` (= `rank_score`, 6 decimals), for [`population_body`].
+pub fn annotate_for_population(items: &mut [ResultItem]) {
+    for item in items {
+        let f = &mut item.fields;
+        if let Some(id) = f.get("canonical_id").cloned() {
+            f.insert("agent_id".into(), id);
+        }
+        if let Some(label) = f.get("agent_label").cloned() {
+            f.insert("name".into(), label);
+        }
+        f.insert("score".into(), json!(rank::round6(item.rank_score)));
+    }
+}
+
+/// The unsigned body of a `DISCOVER /population` answer: the members of the (unsigned)
+/// `result` object at the top level, with `status`, `task_id`, `method`, `target` and the
+/// normalised `query`. The node signs the whole body (every member but `ans_signature`).
+pub fn population_body(
+    task_id: Option<&str>,
+    params: &Params,
+    result: Map<String, Value>,
+) -> Map<String, Value> {
+    let mut body = Map::new();
+    body.insert("status".into(), json!(200));
+    body.insert("task_id".into(), json!(task_id.unwrap_or_default()));
+    body.insert("method".into(), json!("DISCOVER"));
+    body.insert("target".into(), json!("population"));
+    body.insert("query".into(), params.to_value());
+    body.extend(result);
+    body
+}
+
 /// The whole response body around a (signed) result.
 pub fn response_body(task_id: Option<&str>, result: Map<String, Value>) -> Value {
     let mut body = Map::new();
@@ -545,4 +744,154 @@ pub fn response_body(task_id: Option<&str>, result: Map<String, Value>) -> Value
     body.insert("task_id".into(), json!(task_id.unwrap_or_default()));
     body.insert("result".into(), Value::Object(result));
     Value::Object(body)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parts(query: Option<&str>, body: &Value, target: &Target) -> Result<Params, BadRequest> {
+        Params::from_parts(query, Some(body), target)
+    }
+
+    #[test]
+    fn targets_come_from_the_path_or_the_legacy_body_member() {
+        assert_eq!(Target::resolve("/", None).unwrap(), Target::Root);
+        assert_eq!(
+            Target::resolve("/population", None).unwrap(),
+            Target::Population
+        );
+        // agtp-curl DISCOVER agtp://host/population: no path, the name in the body.
+        let curl = json!({"target": "population"});
+        assert_eq!(
+            Target::resolve("/", Some(&curl)).unwrap(),
+            Target::Population
+        );
+        assert_eq!(
+            Target::resolve("/", Some(&json!({"target": "/methods"}))).unwrap(),
+            Target::Other("/methods".into())
+        );
+        // The request line wins over the body.
+        assert_eq!(
+            Target::resolve("/agents", Some(&curl)).unwrap(),
+            Target::Other("/agents".into())
+        );
+        assert!(Target::resolve("/", Some(&json!({"target": 3}))).is_err());
+        // A long path is quoted back bounded.
+        let long = format!("/{}", "x".repeat(10_000));
+        let Target::Other(p) = Target::resolve(&long, None).unwrap() else {
+            panic!("not Other");
+        };
+        assert!(p.len() <= MAX_QUOTED_PATH);
+        assert_eq!(Target::Other("/m".into()).violation().status().0, 460);
+    }
+
+    #[test]
+    fn the_query_string_is_read_and_the_body_wins() {
+        let p = parts(
+            Some("intent=audit%20contracts&limit=3&trust_tier_min=2"),
+            &json!({"parameters": {"limit": 5}}),
+            &Target::Root,
+        )
+        .unwrap();
+        assert_eq!(p.intent.as_deref(), Some("audit contracts"));
+        assert_eq!((p.limit, p.trust_tier_min), (5, Some(2)));
+        // The query alone.
+        let p = Params::from_parts(Some("limit=1"), None, &Target::Population).unwrap();
+        assert_eq!(p.limit, 1);
+        // Unknown parameters in the query string are refused, naming them.
+        let e = Params::from_parts(Some("bogus=1"), None, &Target::Population).unwrap_err();
+        assert_eq!(
+            e,
+            BadRequest::parameter("bogus", "unknown DISCOVER parameter")
+        );
+    }
+
+    #[test]
+    fn the_reference_names_are_aliases_on_population_only() {
+        let p = Params::from_parts(
+            Some("capability=audit&tier=2&owner_domain=Example.org&limit=4"),
+            None,
+            &Target::Population,
+        )
+        .unwrap();
+        assert_eq!(p.capability_domains, vec!["audit"]);
+        assert_eq!(p.trust_tier_min, Some(2));
+        assert_eq!(p.org_domain.as_deref(), Some("Example.org"));
+        assert_eq!(p.limit, 4);
+        assert_eq!(p.terms(), vec!["audit"]);
+        // capability adds to capability_domains, once.
+        let p = parts(
+            Some("capability=tools,audit"),
+            &json!({"capability_domains": ["audit"]}),
+            &Target::Population,
+        )
+        .unwrap();
+        assert_eq!(p.capability_domains, vec!["audit", "tools"]);
+        // Body over query across names: the body's tier wins over the query's trust_tier_min.
+        let p = parts(
+            Some("trust_tier_min=1"),
+            &json!({"parameters": {"tier": 2}}),
+            &Target::Population,
+        )
+        .unwrap();
+        assert_eq!(p.trust_tier_min, Some(2));
+        // Both names in one source: fine when they agree, 400 naming the alias otherwise.
+        assert!(
+            parts(
+                None,
+                &json!({"tier": "2", "trust_tier_min": 2}),
+                &Target::Population
+            )
+            .is_ok()
+        );
+        let e = parts(
+            None,
+            &json!({"tier": 1, "trust_tier_min": 2}),
+            &Target::Population,
+        )
+        .unwrap_err();
+        assert!(matches!(&e, BadRequest::Parameter { parameter, .. } if parameter == "tier"));
+        // Validated like the draft names.
+        let e = Params::from_parts(Some("tier=7"), None, &Target::Population).unwrap_err();
+        assert!(
+            matches!(&e, BadRequest::Parameter { parameter, .. } if parameter == "trust_tier_min")
+        );
+        // The draft's DISCOVER keeps refusing them.
+        for q in ["capability=x", "tier=1", "owner_domain=x"] {
+            assert!(
+                Params::from_parts(Some(q), None, &Target::Root).is_err(),
+                "{q}"
+            );
+        }
+        // agtp-curl's body names the path it was sent to; another path is refused.
+        assert!(parts(None, &json!({"target": "population"}), &Target::Population).is_ok());
+        assert!(parts(None, &json!({"target": "/"}), &Target::Root).is_ok());
+        assert!(parts(None, &json!({"target": "population"}), &Target::Root).is_err());
+    }
+
+    #[test]
+    fn population_bodies_put_the_result_at_the_top_level() {
+        let mut fields = Map::new();
+        fields.insert("canonical_id".into(), json!("agt-1"));
+        fields.insert("agent_label".into(), json!("one"));
+        let mut items = vec![ResultItem {
+            rank_score: 0.123_456_789,
+            fields,
+        }];
+        annotate_for_population(&mut items);
+        let params = Params::default();
+        let result = result_object("qry-1", 1, items, &[], None);
+        let body = Value::Object(population_body(Some("t"), &params, result));
+        assert_eq!(body["method"], "DISCOVER");
+        assert_eq!(body["target"], "population");
+        assert_eq!(body["query"]["limit"], 10);
+        assert_eq!(body["query_id"], "qry-1");
+        assert_eq!(body["total_matches"], 1);
+        assert_eq!(body["results"][0]["rank"], 1);
+        assert_eq!(body["results"][0]["agent_id"], "agt-1");
+        assert_eq!(body["results"][0]["name"], "one");
+        assert_eq!(body["results"][0]["score"], 0.123457);
+        assert!(body.get("result").is_none());
+    }
 }

@@ -1,6 +1,22 @@
 //! The errors an AGTP exchange can end in, one variant per status code, and the JSON error body
-//! sent with them (`{"status", "task_id", "error": {"code", "message", …}}`; the base draft's
-//! error bodies carry `error.code`, which the reference server also uses).
+//! sent with them.
+//!
+//! Two vocabularies of error codes are in use. Agora's first, draft-era codes (`not-found`,
+//! `malformed-request-line`, `scope-required`, …) predate the newer base draft (-09), whose
+//! names the reference implementation sends (`agent-not-found`, `invalid-wire-format`,
+//! `authorization-required` with `type: scope-required`, …). The body carries the newer name in
+//! `error.code`, which is where the reference's clients read it, and the draft-era name in
+//! `error.draft_code` wherever the two differ:
+//!
+//! ```text
+//! {"status": 404, "task_id": "…",
+//!  "error": {"code": "agent-not-found", "draft_code": "not-found", "message": "…"}}
+//! ```
+//!
+//! Scope errors also carry the base draft's `type` (`scope-required`), and a claimed
+//! Authority-Scope that the caller's registered document does not declare is 262 with
+//! `details.code: scope-claim-invalid`, as the reference server answers. A bad DISCOVER
+//! parameter adds `parameter`, 429 adds `retry_after_ms`, a missing scope `required_scope`.
 
 use serde_json::{Map, Value, json};
 
@@ -69,6 +85,19 @@ impl BadRequest {
         }
     }
 
+    /// The newer base draft's name for the error (what `error.code` carries): framing errors
+    /// are `invalid-wire-format`, a missing `Agent-ID` is `missing-agent-id`; the rest keep
+    /// [`BadRequest::code`].
+    pub fn spec_code(&self) -> &'static str {
+        match self {
+            Self::StartLine(_) | Self::Header(_) | Self::ContentLength(_) => "invalid-wire-format",
+            Self::MissingHeader(name) if name.eq_ignore_ascii_case("Agent-ID") => {
+                "missing-agent-id"
+            }
+            other => other.code(),
+        }
+    }
+
     /// Shorthand for [`BadRequest::Parameter`].
     pub fn parameter(parameter: &str, reason: impl Into<String>) -> Self {
         Self::Parameter {
@@ -116,9 +145,22 @@ pub enum AgtpError {
         /// Which status code reports it.
         code: ScopeViolationCode,
     },
+    /// 262 Authorization Required, `scope-claim-invalid`: the caller claimed Authority-Scope
+    /// tokens its registered document does not declare (or, if so configured, an unregistered
+    /// caller claimed any).
+    #[error("scope claim invalid: {reason}")]
+    ScopeClaimInvalid {
+        /// The claimed tokens that were not accepted.
+        not_declared: Vec<String>,
+        /// Why.
+        reason: String,
+    },
     /// 459 Method Violation: the method is unknown here.
     #[error("method violation: {0} is not supported")]
     MethodViolation(String),
+    /// 460 Endpoint Violation: the method has no such path here.
+    #[error("endpoint violation: {0}")]
+    EndpointViolation(String),
     /// 500 Server Error.
     #[error("server error: {0}")]
     ServerError(String),
@@ -140,14 +182,30 @@ impl AgtpError {
             Self::Unprocessable(_) => Status::UNPROCESSABLE,
             Self::RateLimited { .. } => Status::RATE_LIMITED,
             Self::ScopeViolation { code, .. } => code.status(),
+            Self::ScopeClaimInvalid { .. } => Status::AUTHORIZATION_REQUIRED,
             Self::MethodViolation(_) => Status::METHOD_VIOLATION,
+            Self::EndpointViolation(_) => Status::ENDPOINT_VIOLATION,
             Self::ServerError(_) => Status::SERVER_ERROR,
             Self::Unavailable(_) => Status::UNAVAILABLE,
         }
     }
 
-    /// Stable machine-readable code for the body.
+    /// The code in `error.code`: the newer base draft's (and the reference server's) name.
     pub fn code(&self) -> &'static str {
+        match self {
+            Self::BadRequest(b) => b.spec_code(),
+            Self::NotFound(_) => "agent-not-found",
+            Self::ScopeViolation {
+                code: ScopeViolationCode::AuthorizationRequired262,
+                ..
+            }
+            | Self::ScopeClaimInvalid { .. } => "authorization-required",
+            other => other.draft_code(),
+        }
+    }
+
+    /// Agora's draft-era code, sent as `error.draft_code` where it differs from [`Self::code`].
+    pub fn draft_code(&self) -> &'static str {
         match self {
             Self::BadRequest(b) => b.code(),
             Self::Unauthorized(_) => "unauthorized",
@@ -162,7 +220,9 @@ impl AgtpError {
                 ..
             } => "scope-required",
             Self::ScopeViolation { .. } => "scope-violation",
+            Self::ScopeClaimInvalid { .. } => "scope-claim-invalid",
             Self::MethodViolation(_) => "method-violation",
+            Self::EndpointViolation(_) => "endpoint-violation",
             Self::ServerError(_) => "server-error",
             Self::Unavailable(_) => "unavailable",
         }
@@ -171,7 +231,17 @@ impl AgtpError {
     /// The JSON body sent with the error.
     pub fn body(&self, task_id: Option<&str>) -> Value {
         let mut error = Map::new();
-        error.insert("code".into(), json!(self.code()));
+        let (code, draft_code) = (self.code(), self.draft_code());
+        error.insert("code".into(), json!(code));
+        if draft_code != code {
+            error.insert("draft_code".into(), json!(draft_code));
+        }
+        if matches!(
+            self,
+            Self::ScopeViolation { .. } | Self::ScopeClaimInvalid { .. }
+        ) {
+            error.insert("type".into(), json!("scope-required"));
+        }
         error.insert("message".into(), json!(self.to_string()));
         match self {
             Self::BadRequest(BadRequest::Parameter { parameter, .. }) => {
@@ -182,6 +252,12 @@ impl AgtpError {
             }
             Self::ScopeViolation { required, .. } => {
                 error.insert("required_scope".into(), json!(required));
+            }
+            Self::ScopeClaimInvalid { not_declared, .. } => {
+                error.insert(
+                    "details".into(),
+                    json!({"code": "scope-claim-invalid", "not_declared": not_declared}),
+                );
             }
             _ => {}
         }
@@ -211,14 +287,20 @@ mod tests {
     }
 
     #[test]
-    fn scope_violation_uses_the_configured_code() {
-        for (code, status, name) in [
-            (ScopeViolationCode::Draft451, 451, "scope-violation"),
-            (ScopeViolationCode::Renumbered455, 455, "scope-violation"),
+    fn scope_violation_uses_the_configured_code_and_both_vocabularies() {
+        for (code, status, name, draft) in [
+            (ScopeViolationCode::Draft451, 451, "scope-violation", None),
+            (
+                ScopeViolationCode::Renumbered455,
+                455,
+                "scope-violation",
+                None,
+            ),
             (
                 ScopeViolationCode::AuthorizationRequired262,
                 262,
-                "scope-required",
+                "authorization-required",
+                Some("scope-required"),
             ),
         ] {
             let e = AgtpError::ScopeViolation {
@@ -226,8 +308,77 @@ mod tests {
                 code,
             };
             assert_eq!(e.status(), Status(status));
-            assert_eq!(e.body(None)["error"]["code"], name);
-            assert_eq!(e.body(None)["error"]["required_scope"], "discovery:query");
+            let b = e.body(None);
+            assert_eq!(b["error"]["code"], name);
+            assert_eq!(b["error"]["type"], "scope-required");
+            assert_eq!(b["error"].get("draft_code").and_then(Value::as_str), draft);
+            assert_eq!(b["error"]["required_scope"], "discovery:query");
         }
+    }
+
+    #[test]
+    fn a_scope_claim_not_declared_is_262_scope_claim_invalid() {
+        let e = AgtpError::ScopeClaimInvalid {
+            not_declared: vec!["discovery:query".into()],
+            reason: "not declared".into(),
+        };
+        assert_eq!(e.status(), Status::AUTHORIZATION_REQUIRED);
+        let b = e.body(Some("t"));
+        assert_eq!(b["error"]["code"], "authorization-required");
+        assert_eq!(b["error"]["type"], "scope-required");
+        assert_eq!(b["error"]["draft_code"], "scope-claim-invalid");
+        assert_eq!(b["error"]["details"]["code"], "scope-claim-invalid");
+        assert_eq!(
+            b["error"]["details"]["not_declared"],
+            json!(["discovery:query"])
+        );
+    }
+
+    #[test]
+    fn newer_base_draft_names_with_the_draft_era_ones_where_they_differ() {
+        for (e, code, draft) in [
+            (
+                AgtpError::NotFound("x".into()),
+                "agent-not-found",
+                Some("not-found"),
+            ),
+            (
+                BadRequest::StartLine("x".into()).into(),
+                "invalid-wire-format",
+                Some("malformed-request-line"),
+            ),
+            (
+                BadRequest::Header("x".into()).into(),
+                "invalid-wire-format",
+                Some("malformed-header"),
+            ),
+            (
+                BadRequest::MissingHeader("Agent-ID").into(),
+                "missing-agent-id",
+                Some("missing-header"),
+            ),
+            (
+                AgtpError::EndpointViolation("/methods".into()),
+                "endpoint-violation",
+                None,
+            ),
+            (
+                AgtpError::RateLimited { retry_after_ms: 5 },
+                "rate-limited",
+                None,
+            ),
+        ] {
+            let b = e.body(None);
+            assert_eq!(b["error"]["code"], code, "{e}");
+            assert_eq!(
+                b["error"].get("draft_code").and_then(Value::as_str),
+                draft,
+                "{e}"
+            );
+        }
+        assert_eq!(
+            AgtpError::EndpointViolation("/x".into()).status(),
+            Status(460)
+        );
     }
 }

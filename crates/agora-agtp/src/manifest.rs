@@ -44,6 +44,19 @@ impl Lifecycle {
     }
 }
 
+impl Lifecycle {
+    /// The newer base draft's spelling (the Identity Document's `status`): `active`,
+    /// `suspended`, `retired`, `deprecated`.
+    pub fn as_status(self) -> &'static str {
+        match self {
+            Self::Active => "active",
+            Self::Suspended => "suspended",
+            Self::Revoked => "retired",
+            Self::Deprecated => "deprecated",
+        }
+    }
+}
+
 impl fmt::Display for Lifecycle {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.as_str())
@@ -336,6 +349,20 @@ impl Manifest {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn both_spellings_of_each_state_round_trip() {
+        for s in [
+            Lifecycle::Active,
+            Lifecycle::Suspended,
+            Lifecycle::Revoked,
+            Lifecycle::Deprecated,
+        ] {
+            assert_eq!(s.as_str().parse::<Lifecycle>(), Ok(s));
+            assert_eq!(s.as_status().parse::<Lifecycle>(), Ok(s));
+        }
+        assert_eq!(Lifecycle::Revoked.as_status(), "retired");
+    }
 
     fn draft() -> Value {
         json!({

@@ -4,7 +4,10 @@
 //!
 //! A token bucket per Agent-ID (`rate` per second, `burst` deep), driven by an injected clock in
 //! milliseconds. A refused request says when to retry; the first refusal of a run is flagged as
-//! an anomaly, so the node logs one line per burst rather than one per request. The number of
+//! an anomaly, so the node logs one line per burst rather than one per request. A run ends only
+//! when the id's bucket has filled up again (the caller has stayed under the rate for `burst /
+//! rate` seconds): under a sustained flood a token trickles back now and then and one request
+//! is let through, but that does not start a new run, so the flood is logged once. The number of
 //! tracked ids is bounded: the longest-idle buckets (which are full again anyway) are dropped.
 
 use std::collections::HashMap;
@@ -39,7 +42,7 @@ pub enum Decision {
     Limited {
         /// Milliseconds until a request would be allowed.
         retry_after_ms: u64,
-        /// The first refusal since this id was last allowed.
+        /// The first refusal since this id's bucket was last full.
         anomaly: bool,
     },
 }
@@ -81,9 +84,12 @@ impl RateLimiter {
         let elapsed = now_ms.saturating_sub(b.at_ms) as f64 / 1000.0;
         b.tokens = (b.tokens + elapsed * c.rate).min(c.burst);
         b.at_ms = b.at_ms.max(now_ms);
+        if b.tokens >= c.burst {
+            // Full again: whatever run of refusals there was has ended.
+            b.limited = false;
+        }
         if b.tokens >= 1.0 {
             b.tokens -= 1.0;
-            b.limited = false;
             Decision::Allowed
         } else {
             let wait = if c.rate > 0.0 {
@@ -160,6 +166,45 @@ mod tests {
         assert_eq!(l.check("a", 100), Decision::Allowed);
         // Other ids are independent.
         assert_eq!(l.check("b", 100), Decision::Allowed);
+    }
+
+    #[test]
+    fn a_sustained_flood_is_one_anomaly_until_the_bucket_refills() {
+        let mut l = RateLimiter::new(RateConfig {
+            rate: 20.0,
+            burst: 40.0,
+            max_keys: 4,
+        });
+        // 200 requests a second for ten seconds: refused most of the time, let through as
+        // tokens trickle back (20 a second), flagged once.
+        let mut anomalies = 0;
+        let mut allowed = 0;
+        for i in 0..2000u64 {
+            match l.check("hot", i * 5) {
+                Decision::Allowed => allowed += 1,
+                Decision::Limited { anomaly, .. } => anomalies += u32::from(anomaly),
+            }
+        }
+        assert_eq!(anomalies, 1);
+        assert!((230..=250).contains(&allowed), "{allowed}");
+        // Quiet until the bucket is full again (2 s): the next burst is a new run.
+        let t = 2000 * 5 + 2000;
+        for k in 0..40 {
+            assert_eq!(l.check("hot", t + k), Decision::Allowed);
+        }
+        assert!(matches!(
+            l.check("hot", t + 40),
+            Decision::Limited { anomaly: true, .. }
+        ));
+        // Quiet for less than that: still the same run.
+        let t2 = t + 40 + 1000;
+        let mut flagged = false;
+        for k in 0..40 {
+            if let Decision::Limited { anomaly, .. } = l.check("hot", t2 + k) {
+                flagged |= anomaly;
+            }
+        }
+        assert!(!flagged);
     }
 
     #[test]

@@ -5,8 +5,19 @@
 //! A schedule driven by an injected clock (milliseconds): the node asks what is due, sends the
 //! DESCRIBEs, and reports each outcome. After a failure the agent is retried sooner
 //! (`retry_ms`), so a dead agent is removed in minutes rather than days.
+//!
+//! What the host says is applied ([`host_transition`]): a DESCRIBE document whose lifecycle
+//! state (`status`, base draft -09, or the draft's `lifecycle_state`) is `suspended`, `retired`
+//! or `deprecated` moves the index entry to Suspended, Revoked or Deprecated (§4.3: the agent
+//! leaves discovery). A host can take its agent out of service but never put it back: `active`
+//! changes nothing, and only the governance platform's lifecycle methods make the entry Active
+//! again.
 
 use std::collections::{BTreeSet, HashMap};
+
+use serde_json::{Map, Value};
+
+use crate::manifest::{Lifecycle, Transition};
 
 /// Consecutive failures that remove an agent.
 pub const MAX_FAILURES: u32 = 3;
@@ -132,9 +143,90 @@ impl Schedule {
     }
 }
 
+/// The transition a host's DESCRIBE document asks for, if any: the entry is in `current`
+/// and the document declares `suspended` (DEACTIVATE), `retired`/`revoked` (REVOKE) or
+/// `deprecated` (DEPRECATE). `None` when the document declares no state, an unknown one,
+/// `active`, or the state the entry is already in, and when the transition is not allowed
+/// from `current` (a Revoked entry stays Revoked).
+pub fn host_transition(doc: &Map<String, Value>, current: Lifecycle) -> Option<Transition> {
+    let declared = ["status", "lifecycle_state"]
+        .iter()
+        .find_map(|k| doc.get(*k).and_then(Value::as_str))?
+        .parse::<Lifecycle>()
+        .ok()?;
+    let transition = match declared {
+        Lifecycle::Active => return None,
+        Lifecycle::Suspended => Transition::Deactivate,
+        Lifecycle::Revoked => Transition::Revoke,
+        Lifecycle::Deprecated => Transition::Deprecate,
+    };
+    match transition.apply(Some(current)) {
+        Ok(to) if to != current => Some(transition),
+        _ => None,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_hosts_lifecycle_state_is_applied_one_way() {
+        let doc = |v: Value| v.as_object().cloned().unwrap_or_default();
+        use serde_json::json;
+        for (state, want) in [
+            ("suspended", Some(Transition::Deactivate)),
+            ("Suspended", Some(Transition::Deactivate)),
+            ("retired", Some(Transition::Revoke)),
+            ("Revoked", Some(Transition::Revoke)),
+            ("deprecated", Some(Transition::Deprecate)),
+            ("active", None),
+            ("paused", None),
+        ] {
+            assert_eq!(
+                host_transition(&doc(json!({"status": state})), Lifecycle::Active),
+                want,
+                "{state}"
+            );
+        }
+        // The draft's field name too; `status` wins when both are sent.
+        assert_eq!(
+            host_transition(
+                &doc(json!({"lifecycle_state": "Deprecated"})),
+                Lifecycle::Active
+            ),
+            Some(Transition::Deprecate)
+        );
+        assert_eq!(
+            host_transition(
+                &doc(json!({"status": "active", "lifecycle_state": "suspended"})),
+                Lifecycle::Active
+            ),
+            None
+        );
+        // No state, not a string, already there, or not allowed from there: nothing.
+        assert_eq!(host_transition(&doc(json!({})), Lifecycle::Active), None);
+        assert_eq!(
+            host_transition(&doc(json!({"status": 3})), Lifecycle::Active),
+            None
+        );
+        assert_eq!(
+            host_transition(&doc(json!({"status": "suspended"})), Lifecycle::Suspended),
+            None
+        );
+        assert_eq!(
+            host_transition(&doc(json!({"status": "active"})), Lifecycle::Suspended),
+            None
+        );
+        assert_eq!(
+            host_transition(&doc(json!({"status": "suspended"})), Lifecycle::Revoked),
+            None
+        );
+        assert_eq!(
+            host_transition(&doc(json!({"status": "retired"})), Lifecycle::Suspended),
+            Some(Transition::Revoke)
+        );
+    }
 
     #[test]
     fn three_failures_remove_and_a_success_resets() {

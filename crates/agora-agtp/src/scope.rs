@@ -34,11 +34,20 @@
 //! So `*:*` covers every scope of two or more segments. A required scope that is not itself a
 //! well-formed token (fewer than two segments, empty or invalid segments) is never granted. A `*`
 //! inside a required scope is compared literally: only a held `*` matches it.
+//!
+//! # Claims
+//!
+//! Base draft -09 makes `Authority-Scope` a *claim*: a subset of the scopes the caller's Agent
+//! Identity Document declares, all of them when the header is absent, and a claim outside the
+//! declared set is 262 `scope-claim-invalid` (the reference server checks this). [`effective`]
+//! applies that rule when the name server holds the caller's registered document; for a caller
+//! it holds no document for, [`UnregisteredClaims`] decides (the discovery draft takes the
+//! header as asserted).
 
 use std::fmt;
 use std::str::FromStr;
 
-use crate::error::BadRequest;
+use crate::error::{AgtpError, BadRequest};
 
 /// One normalised (lowercase) scope token, e.g. `discovery:query` or `audit:*`.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -179,6 +188,77 @@ impl Scopes {
     }
 }
 
+/// What happens to an Authority-Scope claimed by a caller the name server has no registered
+/// document for.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum UnregisteredClaims {
+    /// The claim is taken as asserted (discovery draft -00; the default).
+    #[default]
+    Asserted,
+    /// Any claim is refused with 262 `scope-claim-invalid`: only registered agents may claim
+    /// scopes.
+    Refused,
+}
+
+impl UnregisteredClaims {
+    /// From its configuration name (`asserted`, `refused`).
+    pub fn from_name(name: &str) -> Option<Self> {
+        match name {
+            "asserted" => Some(Self::Asserted),
+            "refused" => Some(Self::Refused),
+            _ => None,
+        }
+    }
+}
+
+/// Most claimed tokens named in a `scope-claim-invalid` answer.
+pub const MAX_REPORTED_CLAIMS: usize = 32;
+
+/// The scopes in effect for a caller: its `claimed` Authority-Scope (if sent) checked against
+/// the scopes its registered document `declared` (if the name server holds one), per the
+/// module docs. `Ok(None)`: nothing claimed and nothing declared (no scope at all).
+pub fn effective(
+    claimed: Option<Scopes>,
+    declared: Option<&Scopes>,
+    unregistered: UnregisteredClaims,
+) -> Result<Option<Scopes>, AgtpError> {
+    match (claimed, declared) {
+        (Some(claimed), Some(declared)) => {
+            let not_declared: Vec<String> = claimed
+                .iter()
+                .filter(|c| !declared.grants(c.as_str()))
+                .map(|c| c.as_str().to_owned())
+                .take(MAX_REPORTED_CLAIMS)
+                .collect();
+            if not_declared.is_empty() {
+                Ok(Some(claimed))
+            } else {
+                Err(AgtpError::ScopeClaimInvalid {
+                    reason: format!(
+                        "the caller's registered document does not declare {}",
+                        not_declared.join(" ")
+                    ),
+                    not_declared,
+                })
+            }
+        }
+        (None, Some(declared)) => Ok(Some(declared.clone())),
+        (Some(claimed), None) => match unregistered {
+            UnregisteredClaims::Asserted => Ok(Some(claimed)),
+            UnregisteredClaims::Refused => Err(AgtpError::ScopeClaimInvalid {
+                not_declared: claimed
+                    .iter()
+                    .map(|c| c.as_str().to_owned())
+                    .take(MAX_REPORTED_CLAIMS)
+                    .collect(),
+                reason: "the caller has no registered document here to check its claim against"
+                    .into(),
+            }),
+        },
+        (None, None) => Ok(None),
+    }
+}
+
 impl fmt::Display for Scopes {
     /// Space-separated normalised tokens (the form the discovery draft's examples use).
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -251,6 +331,66 @@ fn clip(s: &str, max: usize) -> &str {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn claims_are_checked_against_the_declared_scopes() {
+        use super::{Scopes, UnregisteredClaims, effective};
+        use crate::AgtpError;
+        let declared = Scopes::parse("documents:query, audit:*").unwrap();
+        let claim = |s: &str| Some(Scopes::parse(s).unwrap());
+        // A subset (wildcards included) is the scope in effect.
+        let ok = effective(
+            claim("audit:read documents:query"),
+            Some(&declared),
+            UnregisteredClaims::Refused,
+        )
+        .unwrap()
+        .unwrap();
+        assert!(ok.grants("audit:read") && !ok.grants("discovery:query"));
+        assert!(
+            effective(
+                claim("audit:*"),
+                Some(&declared),
+                UnregisteredClaims::Asserted
+            )
+            .is_ok()
+        );
+        // Anything more is 262 scope-claim-invalid naming what was not declared.
+        let err = effective(
+            claim("discovery:query documents:query *:query"),
+            Some(&declared),
+            UnregisteredClaims::Asserted,
+        )
+        .unwrap_err();
+        assert!(
+            matches!(&err, AgtpError::ScopeClaimInvalid { not_declared, .. }
+                if not_declared == &["discovery:query", "*:query"]),
+            "{err:?}"
+        );
+        // Absent: the declared scopes are inherited (base draft -09).
+        let inherited = effective(None, Some(&declared), UnregisteredClaims::Refused)
+            .unwrap()
+            .unwrap();
+        assert!(inherited.grants("documents:query"));
+        // Unregistered callers: as configured.
+        assert_eq!(
+            effective(claim("discovery:query"), None, UnregisteredClaims::Asserted).unwrap(),
+            claim("discovery:query")
+        );
+        assert!(matches!(
+            effective(claim("discovery:query"), None, UnregisteredClaims::Refused),
+            Err(AgtpError::ScopeClaimInvalid { .. })
+        ));
+        assert_eq!(
+            effective(None, None, UnregisteredClaims::Refused).unwrap(),
+            None
+        );
+        assert_eq!(
+            UnregisteredClaims::from_name("refused"),
+            Some(UnregisteredClaims::Refused)
+        );
+        assert_eq!(UnregisteredClaims::from_name("x"), None);
+    }
+
     use proptest::prelude::*;
 
     use super::*;

@@ -16,6 +16,8 @@
 //!   `results` (every manifest field), `federation_path` and any other member of `result` are
 //!   covered, which is what §3.4 asks ("covers the full result set including all manifests and the
 //!   query_id"). The response envelope around `result` (`status`, `task_id`) is not covered.
+//!   `DISCOVER /population` answers with no envelope ([`crate::discover::population_body`]):
+//!   there the signed object is the whole body, by the same rule.
 //! - Signing is deterministic (RFC 6979), and the signer normalises `s` to the low half of the
 //!   group order (`Signature::normalize_s`), so one key and one result always give the same bytes.
 //!   p256's ECDSA does not enforce low-S on verification and neither do we: a verifier accepts

@@ -36,6 +36,8 @@ impl Status {
     pub const SCOPE_VIOLATION_455: Self = Self(455);
     /// 459 Method Violation (unknown method).
     pub const METHOD_VIOLATION: Self = Self(459);
+    /// 460 Endpoint Violation (base draft -09: no such path for this method).
+    pub const ENDPOINT_VIOLATION: Self = Self(460);
     /// 500 Server Error.
     pub const SERVER_ERROR: Self = Self(500);
     /// 503 Unavailable.
@@ -60,6 +62,7 @@ impl Status {
             429 => "Rate Limited",
             451 | 455 => "Scope Violation",
             459 => "Method Violation",
+            460 => "Endpoint Violation",
             500 => "Server Error",
             503 => "Unavailable",
             _ => "Unknown",

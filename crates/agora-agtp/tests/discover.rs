@@ -3,7 +3,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use agora_agtp::discover::{self, Params};
+use agora_agtp::discover::{self, Params, Target};
 use agora_agtp::index::{Availability, Entry, Index};
 use agora_agtp::manifest::{Lifecycle, Manifest};
 use agora_agtp::rank::Weights;
@@ -88,7 +88,7 @@ fn sample() -> Index {
 #[allow(clippy::needless_pass_by_value)] // callers build the value inline
 fn params(v: Value) -> Params {
     let body = json!({"method": "DISCOVER", "parameters": v});
-    Params::from_request(None, Some(&body)).unwrap()
+    Params::from_parts(None, Some(&body), &Target::Root).unwrap()
 }
 
 fn ids(outcome: &discover::Outcome) -> Vec<&str> {
@@ -213,7 +213,8 @@ fn bad_parameters_are_named() {
         (json!({"governance_zone": ["a"]}), "governance_zone"),
         (json!({"limt": 3}), "limt"),
     ] {
-        let e = Params::from_request(None, Some(&json!({"parameters": v}))).unwrap_err();
+        let e =
+            Params::from_parts(None, Some(&json!({"parameters": v})), &Target::Root).unwrap_err();
         let e = agora_agtp::AgtpError::from(e);
         assert_eq!(e.status().0, 400);
         assert_eq!(e.body(None)["error"]["parameter"], name, "{v}");
@@ -222,9 +223,12 @@ fn bad_parameters_are_named() {
 
 #[test]
 fn query_string_and_body_merge_with_the_body_winning() {
-    let p = Params::from_request(
-        Some("/population?intent=audit%20contracts&limit=3&trust_tier_min=2"),
+    // The query is the text after `?` (the whole target used to be passed here, which hid
+    // that the node passed only the query: issue 17).
+    let p = Params::from_parts(
+        Some("intent=audit%20contracts&limit=3&trust_tier_min=2"),
         Some(&json!({"parameters": {"limit": 5}})),
+        &Target::Population,
     )
     .unwrap();
     assert_eq!(p.intent.as_deref(), Some("audit contracts"));
@@ -343,8 +347,13 @@ fn normalised_parameters_parse_back_to_themselves() {
             "preferred_agent": "agt-1"}}),
         json!({"parameters": {}}),
     ] {
-        let p = Params::from_request(None, Some(&body)).unwrap();
-        let again = Params::from_request(None, Some(&json!({"parameters": p.to_value()}))).unwrap();
+        let p = Params::from_parts(None, Some(&body), &Target::Root).unwrap();
+        let again = Params::from_parts(
+            None,
+            Some(&json!({"parameters": p.to_value()})),
+            &Target::Root,
+        )
+        .unwrap();
         assert_eq!(again, p, "{body}");
     }
 }

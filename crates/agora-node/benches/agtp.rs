@@ -121,6 +121,8 @@ async fn run(o: &Options) {
         refresh_timeout: Duration::from_secs(10),
         peers: Vec::new(),
         federation_deadline: Duration::from_secs(1),
+        unregistered_claims: agora_agtp::scope::UnregisteredClaims::Asserted,
+        population_open: true,
     };
     let ans = Arc::new(Ans::open(settings, signer, Vec::new(), store).unwrap());
     let built = Instant::now();

@@ -133,6 +133,12 @@ pub struct AgtpConfig {
     pub peers: Vec<PeerConfig>,
     /// How long a DISCOVER waits for federation peers.
     pub federation_deadline: Duration,
+    /// What an Authority-Scope claimed by a caller the name server has no registered document
+    /// for means: taken as asserted (default) or refused with 262 `scope-claim-invalid`.
+    pub unregistered_scope_claims: agora_agtp::scope::UnregisteredClaims,
+    /// `DISCOVER /population` without an Authority-Scope is answered (default), as the
+    /// reference coordinator does; `false` applies the draft's `discovery:query` rule there too.
+    pub population_open: bool,
 }
 
 impl Default for AgtpConfig {
@@ -154,6 +160,8 @@ impl Default for AgtpConfig {
             governance_keys: Vec::new(),
             peers: Vec::new(),
             federation_deadline: Duration::from_millis(1500),
+            unregistered_scope_claims: agora_agtp::scope::UnregisteredClaims::Asserted,
+            population_open: true,
         }
     }
 }
@@ -302,6 +310,9 @@ struct FileAgtp {
     peers: Option<Vec<FilePeer>>,
     /// Milliseconds.
     federation_deadline_ms: Option<u64>,
+    /// `asserted` or `refused`.
+    unregistered_scope_claims: Option<String>,
+    population_open: Option<bool>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -881,6 +892,18 @@ impl Config {
         if let Some(keys) = f.governance_keys {
             a.governance_keys = keys.into_iter().map(rel).collect();
         }
+        if let Some(name) = f.unregistered_scope_claims {
+            a.unregistered_scope_claims = agora_agtp::scope::UnregisteredClaims::from_name(&name)
+                .ok_or_else(|| {
+                invalid(
+                    "agtp.unregistered_scope_claims",
+                    "must be \"asserted\" or \"refused\"",
+                )
+            })?;
+        }
+        if let Some(open) = f.population_open {
+            a.population_open = open;
+        }
         if let Some(peers) = f.peers {
             a.peers = peers
                 .into_iter()
@@ -1250,5 +1273,37 @@ mod tests {
         .unwrap();
         let err = c.validate().unwrap_err();
         assert!(err.to_string().starts_with("peers_low:"), "{err}");
+    }
+
+    #[test]
+    fn agtp_scope_claims_and_population_settings() {
+        use agora_agtp::scope::UnregisteredClaims;
+        let mut c = Config::default();
+        assert_eq!(
+            c.agtp.unregistered_scope_claims,
+            UnregisteredClaims::Asserted
+        );
+        assert!(c.agtp.population_open);
+        c.apply_file(
+            "[agtp]\nunregistered_scope_claims = \"refused\"\npopulation_open = false",
+            Path::new("agora.toml"),
+        )
+        .unwrap();
+        assert_eq!(
+            c.agtp.unregistered_scope_claims,
+            UnregisteredClaims::Refused
+        );
+        assert!(!c.agtp.population_open);
+        let err = Config::default()
+            .apply_file(
+                "[agtp]\nunregistered_scope_claims = \"trusted\"",
+                Path::new("agora.toml"),
+            )
+            .unwrap_err();
+        assert!(
+            err.to_string()
+                .starts_with("agtp.unregistered_scope_claims:"),
+            "{err}"
+        );
     }
 }

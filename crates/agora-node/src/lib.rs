@@ -360,6 +360,7 @@ pub async fn run_until(
             agtp_listener,
             agtp::listener::ListenerConfig {
                 tls: agtp_face.tls,
+                server_id: agtp_face.ans.name().to_owned(),
                 ..agtp::listener::ListenerConfig::default()
             },
             Arc::new(agtp::ans::AnsHandler(agtp_face.ans)),

@@ -364,9 +364,9 @@ struct Published {
 
 /// DESCRIBEs the ANS and takes its `ans_keys` (by key id) and `ranking.weights`.
 async fn describe_ans(conn: &mut Connection, opts: &AnsOpts) -> Result<Published, Failure> {
-    let request = Request::new("DESCRIBE")
-        .with_header("Agent-ID", &opts.agent_id)
-        .with_header("Task-ID", task_id()?);
+    // No Agent-ID: to the name server (as to the reference server) a DESCRIBE whose Agent-ID
+    // is a registered agent describes that agent, and the caller may be one.
+    let request = Request::new("DESCRIBE").with_header("Task-ID", task_id()?);
     let body = send(conn, opts, &request).await?;
     let manifest = &body["result"];
     let keys: Vec<AnsVerifyingKey> = manifest["ans_keys"]

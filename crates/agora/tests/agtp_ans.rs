@@ -15,7 +15,6 @@ use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
 use agora_agtp::codec::{Request, Response};
-use agora_agtp::governance;
 use agora_agtp::manifest::Transition;
 use agora_agtp::signature::{AnsSigningKey, AnsVerifyingKey, verify_result_with};
 use agora_agtp::{AgtpError, Status};
@@ -36,26 +35,7 @@ struct NameServer {
     key: AnsVerifyingKey,
 }
 
-fn now_ms() -> u64 {
-    ans::now_ms()
-}
-
-fn nonce() -> String {
-    let mut b = [0u8; 16];
-    getrandom::fill(&mut b).unwrap();
-    b.iter().map(|x| format!("{x:02x}")).collect()
-}
-
-/// Writes a governance key pair into `dir`; returns the signing key.
-fn governance_key(dir: &Path) -> AnsSigningKey {
-    let key = ans::generate_key(Some("gov-test")).unwrap();
-    std::fs::write(
-        dir.join("gov.pub.json"),
-        key.verifying_key().to_jwk().to_string(),
-    )
-    .unwrap();
-    key
-}
+use support::agtp_governance_key as governance_key;
 
 /// Starts a TLS name server whose `agora.toml` is `config` (in `dir`).
 async fn start(dir: &Path, name: &str, config: &str) -> NameServer {
@@ -113,14 +93,9 @@ impl NameServer {
         manifest: Option<&Value>,
         reason: Option<&str>,
     ) -> Response {
-        let body =
-            governance::signed_body(gov, t, id, manifest, reason, now_ms(), &nonce(), "task-gov");
-        self.send(
-            &Request::new(t.method())
-                .with_header("Agent-ID", "governance-platform")
-                .with_header("Authority-Scope", "discovery:register")
-                .with_json_body(&body),
-        )
+        self.send(&support::agtp_lifecycle_request(
+            gov, t, id, manifest, reason,
+        ))
         .await
     }
 

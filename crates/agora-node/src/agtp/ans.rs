@@ -3,19 +3,29 @@
 //! lifecycle methods that (de)register agents (§4.2–4.3), with the index kept in memory,
 //! persisted in the store and audited.
 //!
+//! The reference implementation's clients are served as they are (`docs/agtp-ans.md`, "The
+//! reference implementation's clients"): a target-less DISCOVER without `Agent-ID` answers the
+//! server manifest, `DISCOVER /population` answers the reference coordinator's shape (see
+//! [`agora_agtp::discover`]), a DESCRIBE whose `Agent-ID` is a registered agent answers that
+//! agent's document, other DISCOVER paths answer 460. A claimed Authority-Scope is checked
+//! against the caller's registered document ([`agora_agtp::scope::effective`]), and a refresh
+//! applies the lifecycle state the host declares ([`agora_agtp::refresh::host_transition`]).
+//!
 //! Concurrency: DISCOVER takes a read lock on the index for the search only; ranking, signing
 //! and federation run outside it. Lifecycle changes and refresh results are serialised by one
 //! async registrar lock: each is made durable in the store (entry and audit record in one
 //! transaction) and then applied to the index under a short write lock, before the answer is
 //! sent, so the next DISCOVER already sees it.
 
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
-use agora_agtp::codec::{Request, Response};
-use agora_agtp::discover::{self, Params, QUERY_SCOPE, REGISTER_SCOPE};
+use agora_agtp::codec::{
+    CONTENT_TYPE_AGTP_JSON, CONTENT_TYPE_IDENTITY, CONTENT_TYPE_MANIFEST, Request, Response,
+};
+use agora_agtp::discover::{self, Params, QUERY_SCOPE, REGISTER_SCOPE, Target};
 use agora_agtp::federation::{self, FORWARDED_HEADER};
 use agora_agtp::governance::{Command, Verifier};
 use agora_agtp::index::{Availability, Entry, Index, Scratch};
@@ -24,6 +34,7 @@ use agora_agtp::rank::Weights;
 use agora_agtp::ratelimit::{Decision, RateConfig, RateLimiter};
 use agora_agtp::refresh::{AfterFailure, RefreshConfig, Schedule};
 use agora_agtp::routing;
+use agora_agtp::scope::{self, Scope, Scopes, UnregisteredClaims};
 use agora_agtp::signature::{AnsSigningKey, AnsVerifyingKey, verify_result_with};
 use agora_agtp::{AgtpError, BadRequest, ScopeViolationCode, Status};
 use serde_json::{Map, Value, json};
@@ -75,6 +86,45 @@ pub struct Settings {
     pub peers: Vec<Peer>,
     /// How long a DISCOVER waits for the peers.
     pub federation_deadline: Duration,
+    /// What an Authority-Scope claimed by a caller with no registered document means.
+    pub unregistered_claims: UnregisteredClaims,
+    /// `DISCOVER /population` without an Authority-Scope is answered (as the reference
+    /// coordinator does by default) instead of refused for want of `discovery:query`.
+    pub population_open: bool,
+}
+
+/// The header the reference's clients name the caller in when `Agent-ID` names something else
+/// (or nothing).
+pub const AGENT_IDENTITY_HEADER: &str = "Agent-Identity";
+
+/// Most agents named in an ambiguous-name answer.
+const MAX_NAMED: usize = 5;
+
+/// A successful answer: its body and media type.
+struct Answer {
+    body: Value,
+    content_type: &'static str,
+}
+
+impl Answer {
+    fn agtp(body: Value) -> Self {
+        Self {
+            body,
+            content_type: CONTENT_TYPE_AGTP_JSON,
+        }
+    }
+
+    /// The draft's envelope around `result`.
+    fn enveloped(request: &Request, result: Value) -> Self {
+        let mut body = Map::new();
+        body.insert("status".into(), json!(200));
+        body.insert(
+            "task_id".into(),
+            json!(request.headers.task_id().unwrap_or_default()),
+        );
+        body.insert("result".into(), result);
+        Self::agtp(Value::Object(body))
+    }
 }
 
 /// A stored agent: the manifest as registered plus the registry's state.
@@ -186,6 +236,11 @@ impl Ans {
         })
     }
 
+    /// The name server's name (its `Server-ID`).
+    pub fn name(&self) -> &str {
+        &self.settings.name
+    }
+
     /// The signing key's public half.
     pub fn verifying_key(&self) -> AnsVerifyingKey {
         self.signer.verifying_key()
@@ -228,13 +283,27 @@ impl Ans {
         }
     }
 
-    /// Answers one request.
+    /// Answers one request (a caller without any identity is rate-limited as one anonymous
+    /// caller; the listener's handler uses [`Ans::answer_from`]).
     pub async fn answer(&self, request: &Request) -> Response {
+        self.answer_from(request, None).await
+    }
+
+    /// Answers one request from `remote` (the key anonymous callers are rate-limited by).
+    pub async fn answer_from(&self, request: &Request, remote: Option<IpAddr>) -> Response {
         let task_id = request.headers.task_id().map(str::to_owned);
-        match self.dispatch(request).await {
-            Ok(body) => Response::new(Status::OK).with_json_body(&body),
+        match self.dispatch(request, remote).await {
+            Ok(answer) => {
+                let mut response = Response::new(Status::OK);
+                response.body = answer.body.to_string().into_bytes();
+                response.headers.insert("Content-Type", answer.content_type);
+                response
+            }
             Err(e) => {
-                if matches!(e, AgtpError::ScopeViolation { .. }) {
+                if matches!(
+                    e,
+                    AgtpError::ScopeViolation { .. } | AgtpError::ScopeClaimInvalid { .. }
+                ) {
                     tracing::info!(
                         agent = request.headers.agent_id().unwrap_or("-"),
                         method = %request.method,
@@ -246,23 +315,50 @@ impl Ans {
         }
     }
 
-    async fn dispatch(&self, request: &Request) -> Result<Value, AgtpError> {
+    async fn dispatch(
+        &self,
+        request: &Request,
+        remote: Option<IpAddr>,
+    ) -> Result<Answer, AgtpError> {
         match request.method.as_str() {
-            "DISCOVER" => self.discover(request).await,
+            "DISCOVER" => self.discover(request, remote).await,
             "DESCRIBE" => self.describe(request),
             m => match Transition::from_method(m) {
-                Some(_) => self.lifecycle(request).await,
+                Some(_) => self.lifecycle(request).await.map(Answer::agtp),
                 None => Err(AgtpError::MethodViolation(m.to_owned())),
             },
         }
     }
 
-    fn require_scope(&self, request: &Request, scope: &str) -> Result<(), AgtpError> {
-        let granted = request
-            .headers
-            .authority_scope()?
-            .is_some_and(|s| s.grants(scope));
-        if granted {
+    /// The scopes the caller's registered document declares, if the name server holds one.
+    fn declared_scopes(&self, caller: Option<&str>) -> Option<Scopes> {
+        let caller = caller?;
+        let index = self.read();
+        let entry = index.get(caller)?;
+        let mut declared = Scopes::new();
+        for token in &entry.manifest.authority_scope_categories {
+            if let Ok(s) = Scope::parse(token) {
+                declared.push(s);
+            }
+        }
+        Some(declared)
+    }
+
+    /// The caller's claimed Authority-Scope, checked against its registered document (base
+    /// draft -09; see [`scope::effective`]; an unregistered caller's claim as `unregistered`
+    /// says); then `scope` must be among them unless `open`.
+    fn require_scope(
+        &self,
+        request: &Request,
+        caller: Option<&str>,
+        scope: &str,
+        open: bool,
+        unregistered: UnregisteredClaims,
+    ) -> Result<(), AgtpError> {
+        let claimed = request.headers.authority_scope()?;
+        let declared = self.declared_scopes(caller);
+        let effective = scope::effective(claimed, declared.as_ref(), unregistered)?;
+        if open || effective.is_some_and(|s| s.grants(scope)) {
             Ok(())
         } else {
             Err(AgtpError::ScopeViolation {
@@ -272,30 +368,68 @@ impl Ans {
         }
     }
 
-    async fn discover(&self, request: &Request) -> Result<Value, AgtpError> {
-        let agent_id = request
-            .headers
-            .agent_id()
-            .ok_or(BadRequest::MissingHeader("Agent-ID"))?;
-        self.require_scope(request, QUERY_SCOPE)?;
+    async fn discover(
+        &self,
+        request: &Request,
+        remote: Option<IpAddr>,
+    ) -> Result<Answer, AgtpError> {
+        let body = request.json_body()?;
+        let target = Target::resolve(request.path(), body.as_ref())?;
+        let agent_id = request.headers.agent_id();
+        let population = match target {
+            Target::Other(_) => return Err(target.violation()),
+            // The reference's server-level DISCOVER: no caller, no query, no body.
+            Target::Root if agent_id.is_none() && request.query().is_none() && body.is_none() => {
+                return Ok(Answer {
+                    body: self.manifest(),
+                    content_type: CONTENT_TYPE_MANIFEST,
+                });
+            }
+            Target::Root => false,
+            Target::Population => true,
+        };
+        let caller = match agent_id {
+            Some(id) => Some(id),
+            None if population => request.headers.get(AGENT_IDENTITY_HEADER),
+            None => return Err(BadRequest::MissingHeader("Agent-ID").into()),
+        };
+        let open = population
+            && self.settings.population_open
+            && !request.headers.contains("Authority-Scope");
+        self.require_scope(
+            request,
+            caller,
+            QUERY_SCOPE,
+            open,
+            self.settings.unregistered_claims,
+        )?;
         let now = (self.clock)();
+        let anonymous;
+        let limit_key = match (caller, remote) {
+            (Some(c), _) => c,
+            (None, Some(ip)) => {
+                anonymous = format!("anonymous@{ip}");
+                anonymous.as_str()
+            }
+            (None, None) => "anonymous",
+        };
         let decision = self
             .limiter
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .check(agent_id, now);
+            .check(limit_key, now);
         if let Decision::Limited {
             retry_after_ms,
             anomaly,
         } = decision
         {
             if anomaly {
-                tracing::warn!(agent = %agent_id, "ANS anomaly: high-frequency DISCOVER, rate limit reached");
+                tracing::warn!(agent = %limit_key, "ANS anomaly: high-frequency DISCOVER, rate limit reached");
             }
             return Err(AgtpError::RateLimited { retry_after_ms });
         }
-        let body = request.json_body()?;
-        let params = Params::from_request(request.query(), body.as_ref())?;
+        // The text after `?`: the parameters in the target's query string (issue 17).
+        let params = Params::from_parts(request.query(), body.as_ref(), &target)?;
         let weights = &self.settings.weights;
         let mut scratch = self
             .scratch
@@ -316,20 +450,23 @@ impl Ans {
             .unwrap_or_else(std::sync::PoisonError::into_inner)
             .push(scratch);
         let forwarded = request.headers.contains(FORWARDED_HEADER);
-        let query_id = discover::query_id(&params, agent_id, &digest);
-        let (total, mut items, path) = if !self.settings.peers.is_empty()
-            && federation::should_forward(local.items.len(), &params, forwarded)
-        {
-            let peers = self.ask_peers(request, agent_id, &params).await;
-            let merged = federation::merge(&self.settings.name, local, peers, params.limit);
-            let path = if merged.federation_path.len() > 1 {
-                merged.federation_path
-            } else {
-                Vec::new()
-            };
-            (merged.total_matches, merged.items, path)
-        } else {
-            (local.total_matches, local.items, Vec::new())
+        let query_id = discover::query_id(&params, caller.unwrap_or_default(), &digest);
+        // Federation carries the caller's Agent-ID: an anonymous query stays local.
+        let (total, mut items, path) = match caller {
+            Some(caller)
+                if !self.settings.peers.is_empty()
+                    && federation::should_forward(local.items.len(), &params, forwarded) =>
+            {
+                let peers = self.ask_peers(request, caller, &params).await;
+                let merged = federation::merge(&self.settings.name, local, peers, params.limit);
+                let path = if merged.federation_path.len() > 1 {
+                    merged.federation_path
+                } else {
+                    Vec::new()
+                };
+                (merged.total_matches, merged.items, path)
+            }
+            _ => (local.total_matches, local.items, Vec::new()),
         };
         let routing_value = routed.map(|r| {
             if let Some(pref) = params.preferred_agent.as_deref() {
@@ -338,9 +475,20 @@ impl Ans {
             }
             r.routing
         });
+        if population {
+            discover::annotate_for_population(&mut items);
+        }
         let mut result = discover::result_object(&query_id, total, items, &path, routing_value);
+        if population {
+            let mut body = discover::population_body(request.headers.task_id(), &params, result);
+            self.signer.sign_result(&mut body);
+            return Ok(Answer::agtp(Value::Object(body)));
+        }
         self.signer.sign_result(&mut result);
-        Ok(discover::response_body(request.headers.task_id(), result))
+        Ok(Answer::agtp(discover::response_body(
+            request.headers.task_id(),
+            result,
+        )))
     }
 
     /// Forwards the query to every peer at once and keeps what verified within the deadline.
@@ -415,29 +563,89 @@ impl Ans {
         federation::peer_outcome(result, params, &self.settings.weights)
     }
 
-    fn describe(&self, request: &Request) -> Result<Value, AgtpError> {
+    fn describe(&self, request: &Request) -> Result<Answer, AgtpError> {
         let path = request.path();
-        if let Some(id) = path.strip_prefix("/agents/") {
-            let index = self.read();
-            let entry = index
-                .get(id)
-                .ok_or_else(|| AgtpError::NotFound(format!("no agent {id:?} is registered")))?;
-            let mut doc = entry.manifest.raw.clone();
-            if let Some(o) = doc.as_object_mut() {
-                o.insert("lifecycle_state".into(), json!(entry.state.as_str()));
-            }
-            return Ok(
-                json!({"status": 200, "task_id": request.headers.task_id().unwrap_or_default(), "result": doc}),
-            );
+        let bare = request.headers.accepts(CONTENT_TYPE_IDENTITY);
+        if let Some(key) = path.strip_prefix("/agents/") {
+            let doc = self.agent_document(key)?;
+            return Ok(if bare {
+                Answer {
+                    body: doc,
+                    content_type: CONTENT_TYPE_IDENTITY,
+                }
+            } else {
+                Answer::enveloped(request, doc)
+            });
         }
-        if path != "/" && !path.is_empty() {
-            return Err(AgtpError::NotFound(format!("no resource {path:?}")));
+        if path != "/" {
+            return Err(AgtpError::EndpointViolation(format!(
+                "DESCRIBE {:?} is not served here (paths: / and /agents/{{id or name}})",
+                path.chars().take(128).collect::<String>()
+            )));
         }
-        Ok(json!({
-            "status": 200,
-            "task_id": request.headers.task_id().unwrap_or_default(),
-            "result": self.manifest(),
-        }))
+        // The reference's address form: `Agent-ID` names the agent described.
+        if let Some(id) = request.headers.agent_id()
+            && id != self.settings.name
+            && let Some(doc) = self.registered_document(id)
+        {
+            return Ok(Answer {
+                body: doc,
+                content_type: CONTENT_TYPE_IDENTITY,
+            });
+        }
+        if request.headers.accepts(CONTENT_TYPE_MANIFEST) {
+            return Ok(Answer {
+                body: self.manifest(),
+                content_type: CONTENT_TYPE_MANIFEST,
+            });
+        }
+        Ok(Answer::enveloped(request, self.manifest()))
+    }
+
+    /// A registered agent's document as registered (or last refreshed), with the registry's
+    /// state under both names (`lifecycle_state`, draft; `status`, base draft -09).
+    fn registered_document(&self, id: &str) -> Option<Value> {
+        let index = self.read();
+        let entry = index.get(id)?;
+        let mut doc = entry.manifest.raw.clone();
+        if let Some(o) = doc.as_object_mut() {
+            o.insert("lifecycle_state".into(), json!(entry.state.as_str()));
+            o.insert("status".into(), json!(entry.state.as_status()));
+        }
+        Some(doc)
+    }
+
+    /// `/agents/{key}`: by canonical id, else by name (`agent_label`, ASCII case-insensitive)
+    /// when exactly one registered agent has it.
+    fn agent_document(&self, key: &str) -> Result<Value, AgtpError> {
+        if let Some(doc) = self.registered_document(key) {
+            return Ok(doc);
+        }
+        let named: Vec<String> = self
+            .read()
+            .iter()
+            .filter(|e| !key.is_empty() && e.manifest.agent_label.eq_ignore_ascii_case(key))
+            .map(|e| e.manifest.canonical_id.clone())
+            .take(MAX_NAMED + 1)
+            .collect();
+        match named.as_slice() {
+            [id] => self
+                .registered_document(id)
+                .ok_or_else(|| AgtpError::NotFound(format!("no agent {key:?} is registered"))),
+            [] => Err(AgtpError::NotFound(format!(
+                "no agent {:?} is registered",
+                key.chars().take(128).collect::<String>()
+            ))),
+            many => Err(AgtpError::Conflict(format!(
+                "the name {key:?} is registered for more than one agent ({}{}); address it by canonical id",
+                many.iter()
+                    .take(MAX_NAMED)
+                    .cloned()
+                    .collect::<Vec<_>>()
+                    .join(", "),
+                if many.len() > MAX_NAMED { ", …" } else { "" }
+            ))),
+        }
     }
 
     /// The name server's own manifest: what it is, its ranking weights and its public key.
@@ -477,7 +685,15 @@ impl Ans {
     }
 
     async fn lifecycle(&self, request: &Request) -> Result<Value, AgtpError> {
-        self.require_scope(request, REGISTER_SCOPE)?;
+        // The governance platform is authenticated by its signature, not by a registered
+        // document: its claim is taken as asserted whatever `unregistered_claims` says.
+        self.require_scope(
+            request,
+            request.headers.agent_id(),
+            REGISTER_SCOPE,
+            false,
+            UnregisteredClaims::Asserted,
+        )?;
         let body = request.json_body()?;
         let now = (self.clock)();
         let command = self
@@ -640,21 +856,32 @@ impl Ans {
                 let Some(mut entry) = self.read().get(id).cloned() else {
                     return;
                 };
+                let host = agora_agtp::refresh::host_transition(&doc, entry.state);
+                let declared = ["status", "lifecycle_state"]
+                    .iter()
+                    .find_map(|k| doc.get(*k).and_then(Value::as_str))
+                    .map(|s| s.chars().take(64).collect::<String>())
+                    .unwrap_or_default();
                 let merged = merge_document(&entry.manifest.raw, doc, id);
                 match Manifest::from_value(merged) {
                     Ok(m) => {
                         entry.manifest = m;
                         entry.updated_ms = now;
                         entry.availability = Availability::Available;
-                        if let Err(e) = self
-                            .store
-                            .refresh_ans_agent(id, &stored_entry(&entry))
-                            .await
-                        {
-                            tracing::warn!(agent = %id, "ANS refresh: not saved: {e}");
+                        match host {
+                            None => {
+                                if let Err(e) = self
+                                    .store
+                                    .refresh_ans_agent(id, &stored_entry(&entry))
+                                    .await
+                                {
+                                    tracing::warn!(agent = %id, "ANS refresh: not saved: {e}");
+                                }
+                                self.write().upsert(entry);
+                                self.schedule().succeeded(id, now);
+                            }
+                            Some(t) => self.apply_host_state(entry, t, &declared, now).await,
                         }
-                        self.write().upsert(entry);
-                        self.schedule().succeeded(id, now);
                     }
                     Err(e) => {
                         self.refresh_failed(id, &format!("unusable DESCRIBE document: {e}"), now)
@@ -673,6 +900,42 @@ impl Ans {
             }
             Err(e) => self.refresh_failed(id, &e, now).await,
         }
+    }
+
+    /// The host's DESCRIBE declares its agent out of service: the entry takes that state
+    /// (durable with its audit record, then visible), leaves discovery and is no longer
+    /// refreshed; only governance makes it Active again. Called with the registrar held.
+    async fn apply_host_state(&self, mut entry: Entry, t: Transition, declared: &str, now: u64) {
+        let id = entry.manifest.canonical_id.clone();
+        let from = entry.state;
+        let Ok(to) = t.apply(Some(from)) else {
+            return;
+        };
+        entry.state = to;
+        let seq = self.audit_seq.fetch_add(1, Ordering::SeqCst);
+        let audit = json!({
+            "seq": seq,
+            "at_ms": now,
+            "method": "REFRESH-STATE",
+            "transition": t.method(),
+            "canonical_id": id,
+            "from": from.as_str(),
+            "to": to.as_str(),
+            "reason": format!("the host's DESCRIBE declares status {declared:?}"),
+        });
+        if let Err(e) = self
+            .store
+            .put_ans_agent(&id, Some(&stored_entry(&entry)), seq, &audit.to_string())
+            .await
+        {
+            tracing::warn!(agent = %id, "ANS refresh: state change not saved: {e}");
+        }
+        self.write().upsert(entry);
+        self.schedule().untrack(&id);
+        tracing::info!(
+            agent = %id, from = %from, to = %to, host_status = %declared,
+            "ANS registry changed: the host declares the agent out of service"
+        );
     }
 
     async fn refresh_failed(&self, id: &str, why: &str, now: u64) {
@@ -814,10 +1077,10 @@ impl Handler for AnsHandler {
     fn handle(
         &self,
         request: Request,
-        _remote: SocketAddr,
+        remote: SocketAddr,
     ) -> impl Future<Output = Response> + Send {
         let ans = Arc::clone(&self.0);
-        async move { ans.answer(&request).await }
+        async move { ans.answer_from(&request, Some(remote.ip())).await }
     }
 }
 

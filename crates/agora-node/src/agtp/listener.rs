@@ -18,6 +18,11 @@
 //!   listener must use TLS (everything off loopback, per the draft) is the caller's decision.
 //! - **Load**: at most [`ListenerConfig::max_connections`] connections are served at once; a
 //!   connection beyond that is answered 503 and closed.
+//! - **`Server-ID` and `Response-ID`** (base draft -09: MUST on every response) are added to
+//!   every response this listener writes (the handler's, the 400 for a framing error, the 503
+//!   refusal) unless the handler set them: `Server-ID` is [`ListenerConfig::server_id`],
+//!   `Response-ID` is `resp-` and 16 hex digits, distinct for every response of the listener
+//!   (a random per-listener offset plus a counter, spread by an odd multiplier).
 //!
 //! A connection's failure never affects another connection or the accept loop; accept errors
 //! (e.g. out of file descriptors) are logged and retried after a short pause. Every connection
@@ -29,6 +34,7 @@ use std::future::Future;
 use std::io;
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use agora_agtp::codec::{Limits, Request, Response, decode_request};
@@ -62,6 +68,49 @@ pub struct ListenerConfig {
     pub max_connections: usize,
     /// TLS 1.3 acceptor ([`super::tls::ServerTls::acceptor`]); `None` serves plain AGTP.
     pub tls: Option<TlsAcceptor>,
+    /// The `Server-ID` sent on every response. Default `agora`.
+    pub server_id: String,
+}
+
+/// Stamps `Server-ID` and `Response-ID` on the listener's responses.
+#[derive(Debug)]
+struct Stamp {
+    server_id: String,
+    offset: u64,
+    next: AtomicU64,
+}
+
+impl Stamp {
+    fn new(server_id: &str) -> Self {
+        let mut seed = [0u8; 8];
+        // Distinctness within the listener comes from the counter; the random offset only keeps
+        // two listeners (or restarts) from numbering alike. Without randomness, the clock.
+        let offset = match getrandom::fill(&mut seed) {
+            Ok(()) => u64::from_le_bytes(seed),
+            Err(_) => crate::agtp::ans::now_ms(),
+        };
+        Self {
+            server_id: server_id.to_owned(),
+            offset,
+            next: AtomicU64::new(0),
+        }
+    }
+
+    fn apply(&self, response: &mut Response) {
+        if !response.headers.contains("Server-ID") {
+            response.headers.insert("Server-ID", &self.server_id);
+        }
+        if !response.headers.contains("Response-ID") {
+            let n = self.next.fetch_add(1, Ordering::Relaxed);
+            // n ↦ offset + n·odd is a bijection on u64: no two responses share an id.
+            let id = self
+                .offset
+                .wrapping_add(n.wrapping_mul(0x9E37_79B9_7F4A_7C15));
+            response
+                .headers
+                .insert("Response-ID", format!("resp-{id:016x}"));
+        }
+    }
 }
 
 impl Default for ListenerConfig {
@@ -72,6 +121,7 @@ impl Default for ListenerConfig {
             limits: Limits::default(),
             max_connections: 1024,
             tls: None,
+            server_id: "agora".into(),
         }
     }
 }
@@ -84,6 +134,7 @@ impl fmt::Debug for ListenerConfig {
             .field("limits", &self.limits)
             .field("max_connections", &self.max_connections)
             .field("tls", &self.tls.is_some())
+            .field("server_id", &self.server_id)
             .finish()
     }
 }
@@ -107,6 +158,7 @@ pub async fn serve<H: Handler>(
     handler: Arc<H>,
     shutdown: impl Future<Output = ()> + Send,
 ) {
+    let stamp = Arc::new(Stamp::new(&config.server_id));
     let config = Arc::new(config);
     let max = config.max_connections;
     let mut tasks = crate::serve::accept_loop(
@@ -117,14 +169,15 @@ pub async fn serve<H: Handler>(
         |stream, remote, admitted| {
             let config = Arc::clone(&config);
             let handler = Arc::clone(&handler);
+            let stamp = Arc::clone(&stamp);
             async move {
                 match admitted {
                     Admitted::Within(permit) => {
-                        connection(stream, remote, &config, &*handler).await;
+                        connection(stream, remote, &config, &stamp, &*handler).await;
                         drop(permit);
                     }
                     Admitted::Refused(permit) => {
-                        refuse(stream, remote, &config).await;
+                        refuse(stream, remote, &config, &stamp).await;
                         drop(permit);
                     }
                 }
@@ -154,15 +207,16 @@ async fn connection<H: Handler>(
     stream: TcpStream,
     remote: SocketAddr,
     config: &ListenerConfig,
+    stamp: &Stamp,
     handler: &H,
 ) {
     if let Err(e) = stream.set_nodelay(true) {
         tracing::debug!(%remote, error = %e, "AGTP: cannot set TCP_NODELAY");
     }
     let result = match &config.tls {
-        None => session(stream, remote, config, handler).await,
+        None => session(stream, remote, config, stamp, handler).await,
         Some(acceptor) => match timeout(config.handshake_timeout, acceptor.accept(stream)).await {
-            Ok(Ok(tls)) => session(tls, remote, config, handler).await,
+            Ok(Ok(tls)) => session(tls, remote, config, stamp, handler).await,
             Ok(Err(e)) => Err(e),
             Err(_) => Err(io::Error::new(
                 io::ErrorKind::TimedOut,
@@ -180,6 +234,7 @@ async fn session<S: Stream, H: Handler>(
     mut io: S,
     remote: SocketAddr,
     config: &ListenerConfig,
+    stamp: &Stamp,
     handler: &H,
 ) -> io::Result<()> {
     let mut buf: Vec<u8> = Vec::with_capacity(READ_CHUNK);
@@ -191,7 +246,8 @@ async fn session<S: Stream, H: Handler>(
             Ok(Some((request, consumed))) => {
                 start += consumed;
                 let close = wants_close(&request);
-                let response = handler.handle(request, remote).await;
+                let mut response = handler.handle(request, remote).await;
+                stamp.apply(&mut response);
                 out.clear();
                 response.encode_into(&mut out);
                 write(&mut io, &out, config.idle_timeout).await?;
@@ -221,7 +277,9 @@ async fn session<S: Stream, H: Handler>(
             }
             Err(e) => {
                 tracing::debug!(%remote, error = %e, "AGTP request malformed; answering 400");
-                return answer_and_close(&mut io, &bad_request(e), config.idle_timeout).await;
+                let mut response = bad_request(e);
+                stamp.apply(&mut response);
+                return answer_and_close(&mut io, &response, config.idle_timeout).await;
             }
         }
     }
@@ -243,13 +301,14 @@ fn bad_request(error: BadRequest) -> Response {
 }
 
 /// Answers a connection beyond the limit with 503 and closes it.
-async fn refuse(mut stream: TcpStream, remote: SocketAddr, config: &ListenerConfig) {
+async fn refuse(mut stream: TcpStream, remote: SocketAddr, config: &ListenerConfig, stamp: &Stamp) {
     let _ = stream.set_nodelay(true);
-    let response = Response::from_error(
+    let mut response = Response::from_error(
         &AgtpError::Unavailable("too many connections; try again later".into()),
         None,
     )
     .with_header("Connection", "close");
+    stamp.apply(&mut response);
     let limit = config.handshake_timeout;
     let result = match &config.tls {
         None => answer_and_close(&mut stream, &response, limit).await,
@@ -440,11 +499,17 @@ mod tests {
         }
         socket.write_all(&wire).await.expect("write");
         let mut buf = Vec::new();
+        let mut ids = std::collections::HashSet::new();
         for body in ["a", "b", "c"] {
             let response = read_response(&mut socket, &mut buf)
                 .await
                 .expect("response");
             assert_eq!(echo_of(&response)["body"], body);
+            // Every response carries Server-ID and its own Response-ID.
+            assert_eq!(response.headers.get("Server-ID"), Some("agora"));
+            let id = response.headers.get("Response-ID").expect("Response-ID");
+            assert!(id.starts_with("resp-") && id.len() == 21, "{id}");
+            assert!(ids.insert(id.to_owned()), "{id} repeated");
         }
         assert!(buf.is_empty());
         // Split across writes, byte by byte, the next one still works.
@@ -471,7 +536,11 @@ mod tests {
         let response = read_response(&mut socket, &mut buf).await.expect("400");
         assert_eq!(response.status, Status::BAD_REQUEST);
         let body = response.json_body().expect("json").expect("body");
-        assert_eq!(body["error"]["code"], "malformed-request-line");
+        // The newer base draft's code, Agora's draft-era one beside it.
+        assert_eq!(body["error"]["code"], "invalid-wire-format");
+        assert_eq!(body["error"]["draft_code"], "malformed-request-line");
+        assert_eq!(response.headers.get("Server-ID"), Some("agora"));
+        assert!(response.headers.contains("Response-ID"));
         assert_closed(&mut socket, T).await;
         server.stop().await;
     }
@@ -558,6 +627,7 @@ mod tests {
             .await
             .expect("answered");
         assert_eq!(refused.status, Status::UNAVAILABLE);
+        assert!(refused.headers.contains("Server-ID") && refused.headers.contains("Response-ID"));
         drop(first);
         // The slot is freed when the first connection's task ends; it notices the EOF promptly.
         let deadline = Instant::now() + T;

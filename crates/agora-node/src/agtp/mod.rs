@@ -105,6 +105,8 @@ pub fn prepare(config: &Config, store: Store) -> Result<Face, String> {
         refresh_timeout: a.refresh_timeout,
         peers,
         federation_deadline: a.federation_deadline,
+        unregistered_claims: a.unregistered_scope_claims,
+        population_open: a.population_open,
     };
     let loopback = config.agtp_listen.ip().is_loopback();
     let use_tls = a.tls || (!loopback && !a.insecure);

@@ -13,6 +13,7 @@ use std::io::{BufRead, BufReader, Write as _};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::mpsc as std_mpsc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use futures::{SinkExt, StreamExt};
@@ -68,6 +69,40 @@ pub(crate) fn spawn_node_env(
     extra: &[&str],
     env: &[(&str, &str)],
 ) -> Node {
+    spawn(data, bootstrap, greet_interval, extra, env, None)
+}
+
+/// The lines a node has written to stderr (its log), collected as they arrive.
+#[derive(Clone, Default)]
+pub(crate) struct Log(Arc<Mutex<Vec<String>>>);
+
+impl Log {
+    /// Lines containing every one of `needles`.
+    pub(crate) fn count(&self, needles: &[&str]) -> usize {
+        self.0
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|line| needles.iter().all(|n| line.contains(n)))
+            .count()
+    }
+}
+
+/// [`spawn_node`] (no bootstrap) with its log collected (and passed on to our stderr).
+pub(crate) fn spawn_node_logged(data: &Path, extra: &[&str]) -> (Node, Log) {
+    let log = Log::default();
+    let node = spawn(data, &[], 30, extra, &[], Some(log.clone()));
+    (node, log)
+}
+
+fn spawn(
+    data: &Path,
+    bootstrap: &[&str],
+    greet_interval: u64,
+    extra: &[&str],
+    env: &[(&str, &str)],
+    log: Option<Log>,
+) -> Node {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_agora"));
     cmd.envs(env.iter().copied());
     cmd.arg("node")
@@ -87,7 +122,11 @@ pub(crate) fn spawn_node_env(
         .current_dir(data.parent().unwrap_or(data))
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
-        .stderr(Stdio::inherit());
+        .stderr(if log.is_some() {
+            Stdio::piped()
+        } else {
+            Stdio::inherit()
+        });
     if !extra.contains(&"--p2p-listen") {
         cmd.args(["--p2p-listen", "/ip4/127.0.0.1/tcp/0"]);
     }
@@ -98,6 +137,15 @@ pub(crate) fn spawn_node_env(
         cmd.args(["--bootstrap", b]);
     }
     let mut child = cmd.spawn().expect("agora node starts");
+    if let (Some(log), Some(stderr)) = (log, child.stderr.take()) {
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines() {
+                let Ok(line) = line else { break };
+                eprintln!("{line}");
+                log.0.lock().unwrap().push(line);
+            }
+        });
+    }
     let stdout = child.stdout.take().unwrap();
     let (tx, rx) = std_mpsc::channel();
     std::thread::spawn(move || {
@@ -482,4 +530,43 @@ pub(crate) fn spawn_node_with_key(dir: &Path) -> Node {
         &[],
         &[("AGORA_RPC_API_KEY", TEST_API_KEY)],
     )
+}
+
+/// A governance key pair for the Agent Name Service: the public JWK is written to
+/// `<dir>/gov.pub.json` (for `[agtp] governance_keys`); the signing key is returned.
+pub(crate) fn agtp_governance_key(dir: &Path) -> agora_agtp::signature::AnsSigningKey {
+    let key = agora_node::agtp::ans::generate_key(Some("gov-test")).unwrap();
+    std::fs::write(
+        dir.join("gov.pub.json"),
+        key.verifying_key().to_jwk().to_string(),
+    )
+    .unwrap();
+    key
+}
+
+/// A governance-signed lifecycle request (fresh time and nonce) from `governance-platform`.
+pub(crate) fn agtp_lifecycle_request(
+    gov: &agora_agtp::signature::AnsSigningKey,
+    t: agora_agtp::manifest::Transition,
+    id: &str,
+    manifest: Option<&Value>,
+    reason: Option<&str>,
+) -> agora_agtp::codec::Request {
+    let mut b = [0u8; 16];
+    getrandom::fill(&mut b).unwrap();
+    let nonce: String = b.iter().map(|x| format!("{x:02x}")).collect();
+    let body = agora_agtp::governance::signed_body(
+        gov,
+        t,
+        id,
+        manifest,
+        reason,
+        agora_node::agtp::ans::now_ms(),
+        &nonce,
+        "task-gov",
+    );
+    agora_agtp::codec::Request::new(t.method())
+        .with_header("Agent-ID", "governance-platform")
+        .with_header("Authority-Scope", "discovery:register")
+        .with_json_body(&body)
 }
