@@ -1016,6 +1016,14 @@ fn parse_multiaddrs(values: &[String], key: &str) -> Result<Vec<Multiaddr>, Conf
 mod tests {
     use super::*;
 
+    /// `toml` as a config file is refused with an error that starts with `key`.
+    fn refused(toml: &str, key: &str) {
+        let err = Config::default()
+            .apply_file(toml, Path::new("agora.toml"))
+            .unwrap_err();
+        assert!(err.to_string().starts_with(key), "{toml}: {err}");
+    }
+
     #[test]
     fn defaults_are_loopback_only() {
         let c = Config::default();
@@ -1190,10 +1198,7 @@ mod tests {
             ("allowed_hosts = \"a.example:port\"", "allowed_hosts:"),
             ("[agh]\nmax_channels = 0", "agh.max_channels:"),
         ] {
-            let err = Config::default()
-                .apply_file(toml, Path::new("agora.toml"))
-                .unwrap_err();
-            assert!(err.to_string().starts_with(key), "{toml}: {err}");
+            refused(toml, key);
         }
         for face in ["agh_listen", "http_listen", "rpc_listen"] {
             let mut c = Config::default();
@@ -1240,10 +1245,7 @@ mod tests {
             ("[rpc]\nguard_workers = 0", "rpc.guard_workers:"),
             ("[rpc]\nguard_budget_ms = 1", "rpc.guard_budget_ms:"),
         ] {
-            let err = Config::default()
-                .apply_file(toml, Path::new("agora.toml"))
-                .unwrap_err();
-            assert!(err.to_string().starts_with(key), "{toml}: {err}");
+            refused(toml, key);
         }
     }
 
@@ -1294,16 +1296,9 @@ mod tests {
             UnregisteredClaims::Refused
         );
         assert!(!c.agtp.population_open);
-        let err = Config::default()
-            .apply_file(
-                "[agtp]\nunregistered_scope_claims = \"trusted\"",
-                Path::new("agora.toml"),
-            )
-            .unwrap_err();
-        assert!(
-            err.to_string()
-                .starts_with("agtp.unregistered_scope_claims:"),
-            "{err}"
+        refused(
+            "[agtp]\nunregistered_scope_claims = \"trusted\"",
+            "agtp.unregistered_scope_claims:",
         );
     }
 }

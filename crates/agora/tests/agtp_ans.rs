@@ -20,7 +20,7 @@ use agora_agtp::signature::{AnsSigningKey, AnsVerifyingKey, verify_result_with};
 use agora_agtp::{AgtpError, Status};
 use agora_node::agtp::ans;
 use agora_node::agtp::client::{self, Transport};
-use agora_node::agtp::listener::{self, Handler, ListenerConfig};
+use agora_node::agtp::listener::Handler;
 use agora_node::agtp::tls::{self, Roots};
 use serde_json::{Value, json};
 use support::{Node, eventually, spawn_node};
@@ -403,17 +403,7 @@ async fn refresh_replaces_data_and_three_failures_remove_the_agent() {
         describes: AtomicU32::new(0),
         job: std::sync::Mutex::new("Summarises quarterly reports".into()),
     });
-    let socket = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let agent_addr = socket.local_addr().unwrap();
-    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
-    tokio::spawn(listener::serve(
-        socket,
-        ListenerConfig::default(),
-        Arc::clone(&agent),
-        async move {
-            let _ = stop_rx.await;
-        },
-    ));
+    let (agent_addr, stop_tx) = support::serve_agtp_host(Arc::clone(&agent)).await;
     let ns = start(
         dir.path(),
         "ans.refresh",

@@ -27,7 +27,7 @@ use agora_agtp::manifest::Transition;
 use agora_agtp::signature::{AnsSigningKey, AnsVerifyingKey, verify_result_with};
 use agora_agtp::{AgtpError, Status};
 use agora_node::agtp::client::{self, Transport};
-use agora_node::agtp::listener::{self, Handler, ListenerConfig};
+use agora_node::agtp::listener::Handler;
 use serde_json::{Value, json};
 use support::{Log, Node, agtp_governance_key, agtp_lifecycle_request, eventually};
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
@@ -399,17 +399,7 @@ async fn refresh_applies_the_state_the_host_declares() {
         status: Mutex::new("active".into()),
         describes: AtomicU32::new(0),
     });
-    let socket = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let host_addr = socket.local_addr().unwrap();
-    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
-    tokio::spawn(listener::serve(
-        socket,
-        ListenerConfig::default(),
-        Arc::clone(&host),
-        async move {
-            let _ = stop_rx.await;
-        },
-    ));
+    let (host_addr, stop_tx) = support::serve_agtp_host(Arc::clone(&host)).await;
     let dir = tempfile::tempdir().unwrap();
     let (ns, _) = start(
         dir.path(),

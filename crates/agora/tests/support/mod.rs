@@ -570,3 +570,22 @@ pub(crate) fn agtp_lifecycle_request(
         .with_header("Authority-Scope", "discovery:register")
         .with_json_body(&body)
 }
+
+/// Serves `handler` as an AGTP host (the node's own listener, default limits) on an ephemeral
+/// loopback port; returns its address and the sender that stops it.
+pub(crate) async fn serve_agtp_host<H: agora_node::agtp::listener::Handler>(
+    handler: Arc<H>,
+) -> (std::net::SocketAddr, tokio::sync::oneshot::Sender<()>) {
+    let socket = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = socket.local_addr().unwrap();
+    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+    tokio::spawn(agora_node::agtp::listener::serve(
+        socket,
+        agora_node::agtp::listener::ListenerConfig::default(),
+        handler,
+        async move {
+            let _ = stop_rx.await;
+        },
+    ));
+    (addr, stop_tx)
+}
