@@ -53,6 +53,11 @@ type InnerEvent = <Inner as ConnectionHandler>::ToBehaviour;
 
 /// Bad frames one inbound stream may send before its connection is closed.
 pub const MAX_BAD_FRAMES: u32 = 16;
+/// Outbound stream negotiations (successful or not) after which gossipsub's handler disables
+/// itself for the rest of the connection (`MAX_SUBSTREAM_ATTEMPTS` in libp2p-gossipsub 0.50).
+/// A disabled handler never takes another message from the peer's send queue, so everything
+/// queued for that peer on the connection waits out its deadline and is dropped.
+pub const GOSSIPSUB_OUTBOUND_ATTEMPTS: u32 = 5;
 /// Reads of the stream per poll before the handler yields to the connection's other work.
 const READS_PER_POLL: usize = 64;
 /// Bytes asked of the stream per read.
@@ -153,6 +158,22 @@ pub enum HandlerOut {
     Inner(InnerEvent),
     /// A frame was refused.
     Refused(Refusal),
+    /// Gossipsub's handler negotiated its outbound stream once more (the first time, or again
+    /// after losing it); `exhausted` when that was its last attempt and it has disabled itself.
+    Outbound {
+        /// The handler has given up: the connection must be closed.
+        exhausted: bool,
+    },
+}
+
+/// What happened to gossipsub's outbound streams, counted over all connections.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub struct OutboundStreams {
+    /// Outbound stream negotiations (one per connection when all goes well).
+    pub opened: u64,
+    /// Connections closed (and the peer dialled back) because gossipsub's handler had used up
+    /// its attempts and would never send on them again.
+    pub exhausted: u64,
 }
 
 /// The gossipsub behaviour with its inbound streams read by [`FrameHandler`]s.
@@ -163,6 +184,7 @@ pub struct FrameGuard {
     actions: VecDeque<ToSwarm<gossipsub::Event, THandlerInEvent<Gossipsub>>>,
     /// Peers whose connection was closed for bad framing (the mesh dials them back).
     reset: Vec<PeerId>,
+    outbound: OutboundStreams,
 }
 
 impl std::fmt::Debug for FrameGuard {
@@ -183,7 +205,13 @@ impl FrameGuard {
             refusals: Refusals::default(),
             actions: VecDeque::new(),
             reset: Vec::new(),
+            outbound: OutboundStreams::default(),
         }
+    }
+
+    /// Gossipsub's outbound streams so far.
+    pub fn outbound(&self) -> OutboundStreams {
+        self.outbound
     }
 
     /// The refusals so far.
@@ -194,6 +222,15 @@ impl FrameGuard {
     /// Counts a refusal made outside the frame reader (validation of a decoded message).
     pub fn refuse(&mut self, peer: PeerId, reason: Reason, detail: &str) {
         self.refusals.record(peer, reason, detail);
+    }
+
+    /// Closes one connection of `peer`; the mesh dials the peer back.
+    fn close(&mut self, peer_id: PeerId, connection: ConnectionId) {
+        self.reset.push(peer_id);
+        self.actions.push_back(ToSwarm::CloseConnection {
+            peer_id,
+            connection: CloseConnection::One(connection),
+        });
     }
 
     fn wrap_handler(&self, inner: Inner) -> FrameHandler {
@@ -243,11 +280,18 @@ impl NetworkBehaviour for FrameGuard {
             HandlerOut::Refused(r) => {
                 self.refusals.record(peer_id, r.reason, &r.detail);
                 if r.fatal {
-                    self.reset.push(peer_id);
-                    self.actions.push_back(ToSwarm::CloseConnection {
-                        peer_id,
-                        connection: CloseConnection::One(connection_id),
-                    });
+                    self.close(peer_id, connection_id);
+                }
+            }
+            HandlerOut::Outbound { exhausted } => {
+                self.outbound.opened += 1;
+                if exhausted {
+                    self.outbound.exhausted += 1;
+                    tracing::warn!(
+                        peer = %peer_id,
+                        "gossipsub's handler used up its outbound stream attempts on this connection; closing it so the peer is dialled afresh"
+                    );
+                    self.close(peer_id, connection_id);
                 }
             }
         }
@@ -391,6 +435,21 @@ pub struct FrameHandler {
     out: VecDeque<HandlerOut>,
     /// Whether the peer's gossipsub version was passed on from the inbound stream.
     kind_told: bool,
+    /// Outbound stream negotiations gossipsub's handler has seen.
+    outbound_attempts: Attempts,
+}
+
+/// Gossipsub's outbound stream negotiations on one connection (see
+/// [`GOSSIPSUB_OUTBOUND_ATTEMPTS`]).
+#[derive(Debug, Default)]
+struct Attempts(u32);
+
+impl Attempts {
+    /// Counts one negotiation; true when it was the last one gossipsub's handler makes.
+    fn count(&mut self) -> bool {
+        self.0 = self.0.saturating_add(1);
+        self.0 == GOSSIPSUB_OUTBOUND_ATTEMPTS
+    }
 }
 
 impl std::fmt::Debug for FrameHandler {
@@ -410,6 +469,7 @@ impl FrameHandler {
             inbound: None,
             out: VecDeque::new(),
             kind_told: false,
+            outbound_attempts: Attempts::default(),
         }
     }
 }
@@ -507,7 +567,13 @@ impl ConnectionHandler for FrameHandler {
                 }
                 futures::future::Either::Right(never) => match never {},
             },
-            other => self.inner.on_connection_event(other),
+            other => {
+                if other.is_outbound() {
+                    let exhausted = self.outbound_attempts.count();
+                    self.out.push_back(HandlerOut::Outbound { exhausted });
+                }
+                self.inner.on_connection_event(other);
+            }
         }
     }
 }
@@ -515,6 +581,16 @@ impl ConnectionHandler for FrameHandler {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_fifth_outbound_negotiation_and_only_it_exhausts_the_handler() {
+        let mut a = Attempts::default();
+        let told: Vec<bool> = (0..8).map(|_| a.count()).collect();
+        assert_eq!(
+            told,
+            [false, false, false, false, true, false, false, false]
+        );
+    }
 
     /// Frames whose body starts with 0xff do not decode; others decode to their body.
     struct Bodies;

@@ -211,6 +211,12 @@ pub struct Status {
     /// Mesh peers per joined topic (the peers full messages go to at once; the others of a
     /// topic hear of them by gossip).
     pub mesh: std::collections::BTreeMap<String, usize>,
+    /// Connected peers that are lasting neighbours (connected for `topics::NEIGHBOUR_SETTLE` or
+    /// kept as mesh or bootstrap peers): the node follows their card topics.
+    pub neighbours: Vec<String>,
+    /// Gossipsub's outbound streams: negotiated, and connections closed because its handler
+    /// gave up on them.
+    pub outbound_streams: frames::OutboundStreams,
 }
 
 /// Messages gossipsub could not send to slow peers, as its `SlowPeer` events count them.
@@ -757,6 +763,10 @@ pub async fn run(mesh: Mesh, mut commands: mpsc::Receiver<Command>, events: mpsc
                     }
                 }
                 protected.extend(bootstrap.connected_peers());
+                // The peers kept are lasting neighbours: their cards are followed.
+                if pending.topics.keep(&protected) {
+                    pending.replan = true;
+                }
                 for peer in pending.conns.to_trim(std::time::Instant::now(), &protected) {
                     tracing::debug!(%peer, "closing an unused connection");
                     let _ = swarm.disconnect_peer_id(peer);
@@ -1013,6 +1023,16 @@ fn handle_command(
                 refused: swarm.behaviour().gossipsub.refusals().counts(),
                 dropped: pending.dropped,
                 mesh,
+                outbound_streams: swarm.behaviour().gossipsub.outbound(),
+                neighbours: {
+                    let mut n: Vec<String> = pending
+                        .topics
+                        .neighbours()
+                        .map(ToString::to_string)
+                        .collect();
+                    n.sort();
+                    n
+                },
             });
         }
     }

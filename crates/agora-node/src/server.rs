@@ -255,6 +255,8 @@ async fn status(State(state): State<AppState>) -> Response {
             "refused": mesh.refused,
             "dropped": mesh.dropped,
             "mesh": mesh.mesh,
+            "neighbours": mesh.neighbours,
+            "outbound_streams": mesh.outbound_streams,
         },
         "agh": agh,
     }))

@@ -11,7 +11,7 @@
 //! |---|---|---|
 //! | local | topics this node's own functions use: its capability topic, the discovery topic, the AGH channels of its local agents, … (the services ask with `mesh::Command::Subscribe`) | the rest of the budget |
 //! | proxy | a `hyperspace/…` topic that a connected neighbour which is *not* an Agora node subscribes to (a js-libp2p agent, say): Agora joins it on that peer's behalf so that it relays for it | [`Budget::proxies`], [`Budget::proxies_per_peer`] each |
-//! | neighbour | `hyperspace/capabilities/{P}` of each connected neighbour `P` that subscribes to its own capability topic (so neighbours' cards arrive by gossip; every other card is in the DHT) | [`Budget::neighbours`] |
+//! | neighbour | `hyperspace/capabilities/{P}` of each lasting neighbour `P` (connected for [`NEIGHBOUR_SETTLE`], or kept by the node as a mesh peer of a topic it uses or a bootstrap peer) that subscribes to its own capability topic (so neighbours' cards arrive by gossip; every other card is in the DHT) | [`Budget::neighbours`] |
 //! | relay | an AGH channel (`agh/v0/…`) a neighbour is in: AGH presence is a directory every node can show, so channels are carried by nodes without agents in them too — but only while they carry traffic: a relayed channel silent for [`RELAY_IDLE`] (AGH greets every 30 s by default) is left and not joined again until some peer newly subscribes to it | [`Budget::relays`] |
 //!
 //! Apart from AGH relays, Agora nodes never join a topic because another Agora node joined it
@@ -43,6 +43,13 @@ use libp2p::PeerId;
 
 /// How long a disconnected peer's reasons keep their topics joined.
 pub const LINGER: Duration = Duration::from_secs(30);
+/// A connected peer counts as a lasting neighbour (its card topic is followed) once it has been
+/// connected this long, or sooner when the node keeps it for a reason ([`Topics::keep`]: a mesh
+/// peer of a topic the node uses, a bootstrap peer). It is past the connection manager's grace
+/// for unused connections (10 s), so the short connections of DHT queries, which the manager
+/// closes again, never make the node join a card topic (each join brings that peer's full card
+/// to all of its followers, and a leave follows 30 s later).
+pub const NEIGHBOUR_SETTLE: Duration = Duration::from_secs(15);
 /// How long a new peer may take to identify itself before it counts as not an Agora node.
 pub const IDENTIFY_WAIT: Duration = Duration::from_secs(3);
 /// A rendezvous topic with fewer connected subscribers than this looks for more.
@@ -230,6 +237,10 @@ struct Peer {
     caps: String,
     /// Disconnected at; its reasons end after [`LINGER`].
     gone: Option<Instant>,
+    /// Connected (again) at.
+    since: Instant,
+    /// A lasting neighbour: connected for [`NEIGHBOUR_SETTLE`] or kept by the node.
+    settled: bool,
     /// Topics it subscribes to, with the order they were learned in.
     topics: BTreeMap<String, u64>,
 }
@@ -240,12 +251,21 @@ impl Peer {
             kind: Kind::Pending(now),
             caps: format!("{CAPABILITIES_PREFIX}{id}"),
             gone: None,
+            since: now,
+            settled: false,
             topics: BTreeMap::new(),
         }
     }
 
     fn connected(&self) -> bool {
         self.gone.is_none()
+    }
+
+    /// Connected long enough to count as a lasting neighbour, but not marked so yet.
+    fn settles(&self, now: Instant) -> bool {
+        self.connected()
+            && !self.settled
+            && now.saturating_duration_since(self.since) >= NEIGHBOUR_SETTLE
     }
 
     fn proxied(&self, now: Instant) -> bool {
@@ -333,7 +353,35 @@ impl Topics {
             .peers
             .entry(peer)
             .or_insert_with(|| Peer::new(&peer, now));
-        p.gone = None;
+        if p.gone.take().is_some() {
+            p.since = now;
+            p.settled = false;
+        }
+    }
+
+    /// The node keeps these connected peers for a reason of its own (mesh peers of the topics it
+    /// uses, bootstrap peers): they are lasting neighbours at once. Returns whether that made a
+    /// new one (a plan is then due).
+    pub fn keep<'a>(&mut self, peers: impl IntoIterator<Item = &'a PeerId>) -> bool {
+        let mut changed = false;
+        for id in peers {
+            if let Some(p) = self.peers.get_mut(id)
+                && p.connected()
+                && !p.settled
+            {
+                p.settled = true;
+                changed = true;
+            }
+        }
+        changed
+    }
+
+    /// Connected peers that are lasting neighbours (connected for [`NEIGHBOUR_SETTLE`] or kept).
+    pub fn neighbours(&self) -> impl Iterator<Item = &PeerId> {
+        self.peers
+            .iter()
+            .filter(|(_, p)| p.connected() && p.settled)
+            .map(|(id, _)| id)
     }
 
     /// The last connection to `peer` closed.
@@ -435,7 +483,9 @@ impl Topics {
                 continue;
             }
             let own = p.caps.as_str();
-            if let Some((t, seq)) = p.topics.get_key_value(own) {
+            if p.settled
+                && let Some((t, seq)) = p.topics.get_key_value(own)
+            {
                 offer(t, Class::Neighbour, *seq, &mut best);
             }
             if p.connected() {
@@ -481,8 +531,9 @@ impl Topics {
     #[must_use]
     pub fn due(&self, now: Instant) -> bool {
         self.peers.values().any(|p| {
-            p.gone
-                .is_some_and(|at| now.saturating_duration_since(at) >= LINGER)
+            p.settles(now)
+                || p.gone
+                    .is_some_and(|at| now.saturating_duration_since(at) >= LINGER)
                 || matches!(p.kind, Kind::Pending(since) if now.saturating_duration_since(since) >= IDENTIFY_WAIT)
         }) || self
             .traffic
@@ -508,6 +559,9 @@ impl Topics {
             if matches!(p.kind, Kind::Pending(since) if now.saturating_duration_since(since) >= IDENTIFY_WAIT)
             {
                 p.kind = Kind::Other;
+            }
+            if p.settles(now) {
+                p.settled = true;
             }
         }
 
@@ -687,12 +741,17 @@ mod tests {
         assert!(t.due(t0 + IDENTIFY_WAIT));
         t.plan(t0 + IDENTIFY_WAIT);
         assert!(!t.due(t0 + IDENTIFY_WAIT));
+        // Both have lasted: once, when they become lasting neighbours.
+        assert!(t.due(t0 + NEIGHBOUR_SETTLE));
+        t.plan(t0 + NEIGHBOUR_SETTLE);
+        assert!(!t.due(t0 + NEIGHBOUR_SETTLE));
         // a leaves: due when its linger ends, not before, and not after the plan forgot it.
-        t.peer_disconnected(&a, t0 + IDENTIFY_WAIT);
-        assert!(!t.due(t0 + IDENTIFY_WAIT + LINGER / 2));
-        assert!(t.due(t0 + IDENTIFY_WAIT + LINGER));
-        t.plan(t0 + IDENTIFY_WAIT + LINGER);
-        assert!(!t.due(t0 + IDENTIFY_WAIT + LINGER));
+        let left = t0 + NEIGHBOUR_SETTLE;
+        t.peer_disconnected(&a, left);
+        assert!(!t.due(left + LINGER / 2));
+        assert!(t.due(left + LINGER));
+        t.plan(left + LINGER);
+        assert!(!t.due(left + LINGER));
     }
 
     #[test]
@@ -743,13 +802,51 @@ mod tests {
             t.peer_subscribed(n, &caps(&peer()), now);
         }
         t.peer_subscribed(n, "hyperspace/tasks/web-research", now);
-        let a = t.plan(now + Duration::from_secs(10));
+        assert!(
+            subscribed(&t.plan(now + Duration::from_secs(10))).is_empty(),
+            "not a lasting neighbour yet"
+        );
+        assert!(t.due(now + NEIGHBOUR_SETTLE));
+        let a = t.plan(now + NEIGHBOUR_SETTLE);
         assert_eq!(subscribed(&a), [caps(&n).as_str()]);
+        assert_eq!(t.neighbours().collect::<Vec<_>>(), [&n]);
         // It disconnects: the topic stays for the linger period, then goes.
         t.peer_disconnected(&n, now);
         assert!(t.plan(now + LINGER / 2).is_empty());
         let a = t.plan(now + LINGER);
         assert_eq!(a, [Action::Unsubscribe(caps(&n))]);
+    }
+
+    #[test]
+    fn short_connections_never_bring_card_topics_kept_peers_do_at_once() {
+        let mut t = Topics::new(Budget::default(), peer());
+        let now = Instant::now();
+        let (brief, kept) = (peer(), peer());
+        for n in [brief, kept] {
+            t.peer_connected(n, now);
+            t.peer_identified(&n, true);
+            t.peer_subscribed(n, &caps(&n), now);
+        }
+        // A DHT query's connection, closed by the connection manager after its grace.
+        t.peer_disconnected(&brief, now + Duration::from_secs(11));
+        // The other is a mesh peer of a topic the node uses: followed at once.
+        assert!(t.keep([&kept]));
+        assert!(!t.keep([&kept]), "already a neighbour");
+        assert!(!t.keep([&brief]), "not connected");
+        assert_eq!(subscribed(&t.plan(now)), [caps(&kept).as_str()]);
+        assert!(
+            !t.due(now + NEIGHBOUR_SETTLE),
+            "the brief one never settles"
+        );
+        assert!(t.plan(now + NEIGHBOUR_SETTLE).is_empty());
+        // Reconnected: it has to last again.
+        let later = now + Duration::from_secs(20);
+        t.peer_connected(brief, later);
+        assert!(t.plan(later + Duration::from_secs(1)).is_empty());
+        assert_eq!(
+            subscribed(&t.plan(later + NEIGHBOUR_SETTLE)),
+            [caps(&brief).as_str()]
+        );
     }
 
     #[test]
@@ -836,7 +933,7 @@ mod tests {
                 t.peer_subscribed(js, &caps(&peer()), now);
             }
         }
-        t.plan(now);
+        t.plan(now + NEIGHBOUR_SETTLE);
         let r = t.report();
         assert!(r.topics <= budget.max_topics, "{r:?}");
         assert!(r.bytes <= budget.max_bytes, "{r:?}");
