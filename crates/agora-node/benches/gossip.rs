@@ -12,7 +12,7 @@
 //!   service does).
 //! - **bare**: N plain `libp2p::Swarm`s with only a gossipsub behaviour (TCP + Noise + Yamux,
 //!   nodelay), `MessageAuthenticity::Signed`, `ValidationMode::Strict`, no application
-//!   validation, and the mesh parameters of Agora's `build_swarm` (heartbeat 500 ms, mesh_n_low 1,
+//!   validation, and the mesh parameters of Agora's `build_swarm` (heartbeat 500 ms, mesh_n_low 3,
 //!   mesh_n 4, mesh_n_high 8, mesh_outbound_min 1, max_transmit_size 1 MiB + 4 KiB); each swarm
 //!   is driven by its own task through a bounded command channel. A delivery is recorded at
 //!   `gossipsub::Event::Message`.

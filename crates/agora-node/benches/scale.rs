@@ -15,7 +15,7 @@
 //!   a task message ends: the gate's `Relay` verdict (a wrapper around the gate, as in the gossip
 //!   bench).
 //! - **bare**: N `libp2p::Swarm`s with only gossipsub, with the gossipsub parameters of Agora's
-//!   `build_swarm` (heartbeat 500 ms, mesh_n_low 1, mesh_n 4, mesh_n_high 8, mesh_outbound_min 1,
+//!   `build_swarm` (heartbeat 500 ms, mesh_n_low 3, mesh_n 4, mesh_n_high 8, mesh_outbound_min 1,
 //!   max_transmit_size 1 MiB + 4 KiB, `Signed`, `Strict`), subscribed to the same three topics; no
 //!   cards, no application validation. A delivery is recorded at `gossipsub::Event::Message`.
 //!

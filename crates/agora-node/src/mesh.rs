@@ -423,8 +423,12 @@ fn build_swarm(
                 .validate_messages()
                 .validation_mode(gossipsub::ValidationMode::Strict)
                 .heartbeat_interval(heartbeat)
-                // Small meshes (a handful of nodes) must still form a mesh.
-                .mesh_n_low(1)
+                // Refill a topic's mesh at the heartbeat once it falls below 3 peers. With 1 (a mesh
+                // refilled only when empty) meshes eroded to 2.1 peers per node and topic, and at
+                // 500 nodes a message crossed so many hops that it took seconds or was lost
+                // (`docs/performance.md`, "Gossip at scale"). A mesh of a handful of nodes
+                // still forms: gossipsub grafts what peers there are.
+                .mesh_n_low(3)
                 .mesh_n(4)
                 .mesh_n_high(8)
                 .mesh_outbound_min(1)

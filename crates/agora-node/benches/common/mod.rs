@@ -772,7 +772,7 @@ pub(crate) fn bare_swarm(keypair: identity::Keypair, hold: bool) -> Swarm<gossip
                 .max_transmit_size(MAX_TRANSMIT)
                 .validation_mode(gossipsub::ValidationMode::Strict)
                 .heartbeat_interval(Duration::from_millis(500))
-                .mesh_n_low(1)
+                .mesh_n_low(3)
                 .mesh_n(4)
                 .mesh_n_high(8)
                 .mesh_outbound_min(1);
