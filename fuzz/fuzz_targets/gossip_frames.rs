@@ -4,10 +4,11 @@
 //! Properties checked: nothing panics; every frame handed out is whole (its varint prefix names
 //! exactly the bytes that follow) and within the limit; the same bytes cut differently give the
 //! same pieces; nothing comes after `Broken`; the bytes held never exceed one frame plus the last
-//! chunk.
+//! chunk. The same bytes as one RPC through `split_subscriptions` (the sending side): nothing
+//! panics, and the RPCs it makes, prefixes removed and joined, are the input byte for byte.
 #![no_main]
 
-use agora_hyperspace::frames::{Piece, Splitter};
+use agora_hyperspace::frames::{Piece, Splitter, split_subscriptions};
 use libfuzzer_sys::fuzz_target;
 
 const LIMIT: usize = 256;
@@ -56,4 +57,14 @@ fuzz_target!(|input: (Vec<u8>, Vec<u8>)| {
         split(&data, &[255]),
         "the cuts do not change the pieces"
     );
+    let max = usize::from(cuts.first().copied().unwrap_or(64));
+    if let Some(frames) = split_subscriptions(&data, max) {
+        let mut joined = Vec::new();
+        for f in &frames {
+            let (len, body) = unsigned_varint::decode::usize(f).expect("a whole frame");
+            assert_eq!(len, body.len());
+            joined.extend_from_slice(body);
+        }
+        assert_eq!(joined, data, "splitting loses nothing");
+    }
 });

@@ -9,6 +9,11 @@
 //! then reports [`Piece::Broken`] and yields nothing more.
 //!
 //! Memory: at most one frame within the limit plus the last chunk pushed.
+//!
+//! For the sending side, [`split_subscriptions`] cuts an RPC whose subscription list is too long
+//! for a receiver's control limit into several RPCs that a receiver takes as the one they came
+//! from (issue 15: gossipsub sends a node's whole subscription list to each new neighbour in one
+//! RPC).
 
 /// What the splitter found next.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -150,8 +155,190 @@ impl Splitter {
     }
 }
 
+/// Field number of `RPC.subscriptions` in gossipsub's protobuf.
+const RPC_SUBSCRIPTIONS: u64 = 1;
+
+/// One top-level field of an RPC: its field number and its whole encoding (tag included).
+fn rpc_fields(body: &[u8]) -> Option<Vec<(u64, &[u8])>> {
+    let mut out = Vec::new();
+    let mut rest = body;
+    while !rest.is_empty() {
+        let start = rest;
+        let (tag, after_tag) = unsigned_varint::decode::u64(rest).ok()?;
+        let len = match tag & 7 {
+            0 => {
+                let (_, after) = unsigned_varint::decode::u64(after_tag).ok()?;
+                after_tag.len() - after.len()
+            }
+            1 => 8,
+            2 => {
+                let (n, after) = unsigned_varint::decode::u64(after_tag).ok()?;
+                let n = usize::try_from(n).ok()?;
+                (after_tag.len() - after.len()).checked_add(n)?
+            }
+            5 => 4,
+            // Groups (3, 4) are not used by gossipsub; anything else is not protobuf.
+            _ => return None,
+        };
+        if len > after_tag.len() {
+            return None;
+        }
+        rest = &after_tag[len..];
+        out.push((tag >> 3, &start[..start.len() - rest.len()]));
+    }
+    Some(out)
+}
+
+/// Splits one gossipsub RPC (`body`, the frame without its length prefix) whose encoding is
+/// longer than `max` bytes into several RPCs that carry its subscriptions in order, each at most
+/// `max` bytes (a single subscription longer than that travels alone); everything else the RPC
+/// holds (messages, control) goes into the last one, after every subscription. The result is
+/// whole frames, length prefixes included.
+///
+/// A receiver treats a run of such RPCs exactly as the one they came from, but no single one of
+/// them exceeds its control-data limit: gossipsub sends a node's whole subscription list to a new
+/// neighbour in one RPC, and a receiver that refuses it hears nothing from that connection.
+/// `None` when `body` fits in `max` bytes, carries at most one subscription, or is not protobuf
+/// (it is then sent as it is).
+#[must_use]
+pub fn split_subscriptions(body: &[u8], max: usize) -> Option<Vec<Vec<u8>>> {
+    if body.len() <= max {
+        return None;
+    }
+    let fields = rpc_fields(body)?;
+    let subscriptions = fields
+        .iter()
+        .filter(|(n, _)| *n == RPC_SUBSCRIPTIONS)
+        .count();
+    if subscriptions < 2 {
+        return None;
+    }
+    let mut bodies: Vec<Vec<u8>> = vec![Vec::new()];
+    for (_, raw) in fields.iter().filter(|(n, _)| *n == RPC_SUBSCRIPTIONS) {
+        let last = bodies.last_mut()?;
+        if !last.is_empty() && last.len() + raw.len() > max {
+            bodies.push(Vec::new());
+        }
+        bodies.last_mut()?.extend_from_slice(raw);
+    }
+    let others: Vec<u8> = fields
+        .iter()
+        .filter(|(n, _)| *n != RPC_SUBSCRIPTIONS)
+        .flat_map(|(_, raw)| raw.iter().copied())
+        .collect();
+    if !others.is_empty() {
+        let last = bodies.last_mut()?;
+        if last.len() + others.len() > max {
+            bodies.push(others);
+        } else {
+            last.extend_from_slice(&others);
+        }
+    }
+    Some(
+        bodies
+            .into_iter()
+            .map(|b| {
+                let mut prefix = unsigned_varint::encode::usize_buffer();
+                let mut frame = unsigned_varint::encode::usize(b.len(), &mut prefix).to_vec();
+                frame.extend_from_slice(&b);
+                frame
+            })
+            .collect(),
+    )
+}
+
 #[cfg(test)]
 mod tests {
+    /// `SubOpts { subscribe = true, topic_id = topic }` as RPC field 1.
+    fn sub(topic: &str) -> Vec<u8> {
+        let mut opts = vec![0x08, 0x01, 0x12, topic.len() as u8];
+        opts.extend_from_slice(topic.as_bytes());
+        let mut f = vec![0x0a, opts.len() as u8];
+        f.extend_from_slice(&opts);
+        f
+    }
+
+    fn unframe(frame: &[u8]) -> &[u8] {
+        let (len, rest) = unsigned_varint::decode::usize(frame).expect("prefix");
+        assert_eq!(rest.len(), len);
+        rest
+    }
+
+    #[test]
+    fn a_long_subscription_list_is_split_in_order_and_the_rest_goes_last() {
+        let topics: Vec<String> = (0..300)
+            .map(|i| format!("hyperspace/tasks/t-{i:04}"))
+            .collect();
+        let mut body: Vec<u8> = topics.iter().flat_map(|t| sub(t)).collect();
+        // A control part (field 3) and a varint field after the subscriptions.
+        let control = [0x1a, 0x03, 0x01, 0x02, 0x03];
+        body.extend_from_slice(&control);
+        body.extend_from_slice(&[0x28, 0x96, 0x01]);
+        let frames = split_subscriptions(&body, 1024).expect("split");
+        assert!(frames.len() > 1);
+        let bodies: Vec<&[u8]> = frames.iter().map(|f| unframe(f)).collect();
+        assert!(bodies.iter().all(|b| b.len() <= 1024));
+        // Concatenated, the bodies are the original RPC (protobuf merges repeated fields).
+        assert_eq!(bodies.concat(), body);
+        // Only the last carries anything but subscriptions.
+        for b in &bodies[..bodies.len() - 1] {
+            assert!(
+                rpc_fields(b)
+                    .unwrap()
+                    .iter()
+                    .all(|(n, _)| *n == RPC_SUBSCRIPTIONS)
+            );
+        }
+        assert!(bodies.last().unwrap().ends_with(&[0x28, 0x96, 0x01]));
+    }
+
+    #[test]
+    fn what_fits_or_cannot_be_split_is_left_alone() {
+        let one = sub("hyperspace/tasks/x");
+        assert_eq!(split_subscriptions(&one, 1024), None, "fits");
+        assert_eq!(split_subscriptions(&one, 4), None, "a single subscription");
+        assert_eq!(split_subscriptions(&[0x0f; 64], 8), None, "not protobuf");
+        assert_eq!(
+            split_subscriptions(&[0x0a, 0x7f, 0x00], 1),
+            None,
+            "truncated"
+        );
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn splitting_any_bytes_is_safe_and_loses_nothing(
+            body in proptest::collection::vec(proptest::num::u8::ANY, 0..2048),
+            max in 0usize..512,
+        ) {
+            if let Some(frames) = split_subscriptions(&body, max) {
+                let bodies: Vec<&[u8]> = frames.iter().map(|f| unframe(f)).collect();
+                proptest::prop_assert_eq!(bodies.concat(), body);
+            }
+        }
+
+        #[test]
+        fn splitting_keeps_every_byte_in_order(
+            topics in proptest::collection::vec("[a-z/]{1,100}", 0..200),
+            tail in proptest::collection::vec(proptest::num::u8::ANY, 0..50),
+            max in 1usize..4096,
+        ) {
+            let mut body: Vec<u8> = topics.iter().flat_map(|t| sub(t)).collect();
+            // An opaque length-delimited field 3 after them.
+            body.push(0x1a);
+            body.push(tail.len() as u8);
+            body.extend_from_slice(&tail);
+            if let Some(frames) = split_subscriptions(&body, max) {
+                let bodies: Vec<&[u8]> = frames.iter().map(|f| unframe(f)).collect();
+                proptest::prop_assert_eq!(bodies.concat(), body);
+                for b in &bodies {
+                    let subs = rpc_fields(b).unwrap();
+                    proptest::prop_assert!(b.len() <= max || subs.len() == 1 || b == bodies.last().unwrap());
+                }
+            }
+        }
+    }
+
     use super::*;
     use proptest::prelude::*;
 
