@@ -5,10 +5,11 @@
 //! exactly the bytes that follow) and within the limit; the same bytes cut differently give the
 //! same pieces; nothing comes after `Broken`; the bytes held never exceed one frame plus the last
 //! chunk. The same bytes as one RPC through `split_subscriptions` (the sending side): nothing
-//! panics, and the RPCs it makes, prefixes removed and joined, are the input byte for byte.
+//! panics, and the RPCs it makes, prefixes removed and joined, are the input's subscriptions in
+//! their order followed by its other fields in theirs.
 #![no_main]
 
-use agora_hyperspace::frames::{Piece, Splitter, split_subscriptions};
+use agora_hyperspace::frames::{Piece, Splitter, rpc_fields, split_subscriptions};
 use libfuzzer_sys::fuzz_target;
 
 const LIMIT: usize = 256;
@@ -65,6 +66,14 @@ fuzz_target!(|input: (Vec<u8>, Vec<u8>)| {
             assert_eq!(len, body.len());
             joined.extend_from_slice(body);
         }
-        assert_eq!(joined, data, "splitting loses nothing");
+        let fields = rpc_fields(&data).expect("only RPCs are split");
+        let mut expected: Vec<u8> = Vec::new();
+        for (_, raw) in fields.iter().filter(|(n, _)| *n == 1) {
+            expected.extend_from_slice(raw);
+        }
+        for (_, raw) in fields.iter().filter(|(n, _)| *n != 1) {
+            expected.extend_from_slice(raw);
+        }
+        assert_eq!(joined, expected, "splitting loses nothing and keeps each kind's order");
     }
 });

@@ -158,8 +158,10 @@ impl Splitter {
 /// Field number of `RPC.subscriptions` in gossipsub's protobuf.
 const RPC_SUBSCRIPTIONS: u64 = 1;
 
-/// One top-level field of an RPC: its field number and its whole encoding (tag included).
-fn rpc_fields(body: &[u8]) -> Option<Vec<(u64, &[u8])>> {
+/// The top-level fields of a protobuf message (a gossipsub RPC): each field's number and its
+/// whole encoding (tag included), in order; `None` if `body` is not a sequence of whole fields.
+#[must_use]
+pub fn rpc_fields(body: &[u8]) -> Option<Vec<(u64, &[u8])>> {
     let mut out = Vec::new();
     let mut rest = body;
     while !rest.is_empty() {
@@ -192,8 +194,9 @@ fn rpc_fields(body: &[u8]) -> Option<Vec<(u64, &[u8])>> {
 /// Splits one gossipsub RPC (`body`, the frame without its length prefix) whose encoding is
 /// longer than `max` bytes into several RPCs that carry its subscriptions in order, each at most
 /// `max` bytes (a single subscription longer than that travels alone); everything else the RPC
-/// holds (messages, control) goes into the last one, after every subscription. The result is
-/// whole frames, length prefixes included.
+/// holds (messages, control) goes, in its own order, into the last one, after every
+/// subscription (protobuf merges repeated fields, so only the order within each kind matters).
+/// The result is whole frames, length prefixes included.
 ///
 /// A receiver treats a run of such RPCs exactly as the one they came from, but no single one of
 /// them exceeds its control-data limit: gossipsub sends a node's whole subscription list to a new
