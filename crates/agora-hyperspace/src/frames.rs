@@ -155,6 +155,15 @@ impl Splitter {
     }
 }
 
+/// `body` as one frame: its length as an unsigned varint, then the body.
+#[must_use]
+pub fn frame(body: &[u8]) -> Vec<u8> {
+    let mut prefix = unsigned_varint::encode::usize_buffer();
+    let mut out = unsigned_varint::encode::usize(body.len(), &mut prefix).to_vec();
+    out.extend_from_slice(body);
+    out
+}
+
 /// Field number of `RPC.subscriptions` in gossipsub's protobuf.
 const RPC_SUBSCRIPTIONS: u64 = 1;
 
@@ -237,17 +246,7 @@ pub fn split_subscriptions(body: &[u8], max: usize) -> Option<Vec<Vec<u8>>> {
             last.extend_from_slice(&others);
         }
     }
-    Some(
-        bodies
-            .into_iter()
-            .map(|b| {
-                let mut prefix = unsigned_varint::encode::usize_buffer();
-                let mut frame = unsigned_varint::encode::usize(b.len(), &mut prefix).to_vec();
-                frame.extend_from_slice(&b);
-                frame
-            })
-            .collect(),
-    )
+    Some(bodies.iter().map(|b| frame(b)).collect())
 }
 
 #[cfg(test)]
@@ -344,13 +343,6 @@ mod tests {
 
     use super::*;
     use proptest::prelude::*;
-
-    fn frame(body: &[u8]) -> Vec<u8> {
-        let mut b = unsigned_varint::encode::usize_buffer();
-        let mut out = unsigned_varint::encode::usize(body.len(), &mut b).to_vec();
-        out.extend_from_slice(body);
-        out
-    }
 
     /// Everything `bytes` yields when pushed in chunks of `chunk` bytes, taking at most `take`
     /// pieces between two pushes (a reader may push again before draining).

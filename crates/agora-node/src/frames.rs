@@ -606,12 +606,7 @@ mod tests {
         }
     }
 
-    fn frame(body: &[u8]) -> Vec<u8> {
-        let mut b = unsigned_varint::encode::usize_buffer();
-        let mut out = unsigned_varint::encode::usize(body.len(), &mut b).to_vec();
-        out.extend_from_slice(body);
-        out
-    }
+    use agora_hyperspace::frames::frame;
 
     /// Everything `bytes` yields through a reader with frame limit `limit`: bodies and refusals.
     fn read_all(bytes: Vec<u8>, limit: usize) -> Vec<Result<Vec<u8>, (Reason, bool)>> {
