@@ -12,6 +12,7 @@ use std::collections::HashMap;
 use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -751,6 +752,10 @@ async fn channels_per_connection_are_capped_and_their_topics_left_after_disconne
     };
     let baseline = topics().await;
     let (mut sink, mut frames) = ws(&node.ws_url("agh"), &[]).await.unwrap().split();
+    // Refusals counted so far: the sender stays within a few hundred frames of the reader, so a
+    // loaded machine never fills the node's queue for this agent (which would drop, not refuse).
+    let seen = Arc::new(AtomicUsize::new(0));
+    let counted = seen.clone();
     let refusals = tokio::spawn(async move {
         let mut busy = 0;
         while busy < 5_000 - 64 {
@@ -767,11 +772,23 @@ async fn channels_per_connection_are_capped_and_their_topics_left_after_disconne
                     "{v}"
                 );
                 busy += 1;
+                counted.store(busy, Ordering::Relaxed);
             }
         }
         busy
     });
-    for seq in 0..5_000 {
+    for seq in 0..5_000usize {
+        if seq % 250 == 0 {
+            let want = seq.saturating_sub(64 + 250);
+            let caught_up = eventually(Duration::from_secs(30), async || {
+                (seen.load(Ordering::Relaxed) >= want).then_some(())
+            })
+            .await;
+            assert!(
+                caught_up.is_some(),
+                "refusals keep up: {want} by greet {seq}"
+            );
+        }
         let line = greet("hoarder.sess-1", &format!("ch-{seq}"), seq);
         sink.send(Message::Text(line.into())).await.unwrap();
     }
