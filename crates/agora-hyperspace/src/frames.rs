@@ -166,6 +166,8 @@ pub fn frame(body: &[u8]) -> Vec<u8> {
 
 /// Field number of `RPC.subscriptions` in gossipsub's protobuf.
 const RPC_SUBSCRIPTIONS: u64 = 1;
+/// The tag byte that starts an `RPC.subscriptions` field (field 1, length-delimited).
+const RPC_SUBSCRIPTIONS_TAG: u8 = 0x0a;
 
 /// The top-level fields of a protobuf message (a gossipsub RPC): each field's number and its
 /// whole encoding (tag included), in order; `None` if `body` is not a sequence of whole fields.
@@ -200,21 +202,33 @@ pub fn rpc_fields(body: &[u8]) -> Option<Vec<(u64, &[u8])>> {
     Some(out)
 }
 
+/// Most a receiver takes in one RPC: bytes of subscriptions and control together, and
+/// subscriptions (rust-libp2p's defaults: 16 KiB, and 100 subscriptions per request).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RpcLimits {
+    /// Most bytes of one RPC body carrying subscriptions.
+    pub bytes: usize,
+    /// Most subscriptions in one RPC.
+    pub subscriptions: usize,
+}
+
 /// Splits one gossipsub RPC (`body`, the frame without its length prefix) whose encoding is
-/// longer than `max` bytes into several RPCs that carry its subscriptions in order, each at most
-/// `max` bytes (a single subscription longer than that travels alone); everything else the RPC
+/// over `limits` into several RPCs that carry its subscriptions in order, each within `limits`
+/// (a single subscription longer than `limits.bytes` travels alone); everything else the RPC
 /// holds (messages, control) goes, in its own order, into the last one, after every
 /// subscription (protobuf merges repeated fields, so only the order within each kind matters).
 /// The result is whole frames, length prefixes included.
 ///
 /// A receiver treats a run of such RPCs exactly as the one they came from, but no single one of
-/// them exceeds its control-data limit: gossipsub sends a node's whole subscription list to a new
-/// neighbour in one RPC, and a receiver that refuses it hears nothing from that connection.
-/// `None` when `body` fits in `max` bytes, carries at most one subscription, or is not protobuf
+/// them exceeds its limits: gossipsub sends a node's whole subscription list to a new neighbour
+/// in one RPC, and a receiver refuses an RPC over its limits (rust-libp2p's then hears nothing
+/// more from that connection, or ignores every subscription in it).
+/// `None` when `body` is within `limits`, carries at most one subscription, or is not protobuf
 /// (it is then sent as it is).
 #[must_use]
-pub fn split_subscriptions(body: &[u8], max: usize) -> Option<Vec<Vec<u8>>> {
-    if body.len() <= max {
+pub fn split_subscriptions(body: &[u8], limits: RpcLimits) -> Option<Vec<Vec<u8>>> {
+    // A subscription takes at least two bytes: a short body needs no parsing.
+    if body.len() <= limits.bytes && body.len() / 2 <= limits.subscriptions {
         return None;
     }
     let fields = rpc_fields(body)?;
@@ -222,16 +236,21 @@ pub fn split_subscriptions(body: &[u8], max: usize) -> Option<Vec<Vec<u8>>> {
         .iter()
         .filter(|(n, _)| *n == RPC_SUBSCRIPTIONS)
         .count();
-    if subscriptions < 2 {
+    if subscriptions < 2 || (body.len() <= limits.bytes && subscriptions <= limits.subscriptions) {
         return None;
     }
+    let max = limits.bytes;
+    let per_rpc = limits.subscriptions.max(1);
     let mut bodies: Vec<Vec<u8>> = vec![Vec::new()];
+    let mut in_last = 0;
     for (_, raw) in fields.iter().filter(|(n, _)| *n == RPC_SUBSCRIPTIONS) {
         let last = bodies.last_mut()?;
-        if !last.is_empty() && last.len() + raw.len() > max {
+        if !last.is_empty() && (last.len() + raw.len() > max || in_last == per_rpc) {
             bodies.push(Vec::new());
+            in_last = 0;
         }
         bodies.last_mut()?.extend_from_slice(raw);
+        in_last += 1;
     }
     let others: Vec<u8> = fields
         .iter()
@@ -249,6 +268,190 @@ pub fn split_subscriptions(body: &[u8], max: usize) -> Option<Vec<Vec<u8>>> {
     Some(bodies.iter().map(|b| frame(b)).collect())
 }
 
+/// How a [`Rewriter`] treats what is written on its stream.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Mode {
+    /// multistream-select is still negotiating: its messages are watched for the protocol.
+    Negotiating,
+    /// The stream carries gossipsub RPCs: frames are examined for long subscription lists.
+    Gossip,
+    /// Anything else: bytes go through untouched.
+    Through,
+}
+
+/// Longest multistream-select message taken as a protocol proposal.
+const MAX_PROTOCOL_LINE: u64 = 1024;
+/// Longest RPC held whole to be split; a longer one goes out as written (gossipsub's own
+/// senders never put more than the subscription list of one node in one RPC).
+pub const MAX_HELD_RPC: u64 = 1024 * 1024;
+/// Most bytes taken from one write while frames are being examined.
+const TAKE_PER_WRITE: usize = 64 * 1024;
+
+/// The sending side of one libp2p stream, sans IO: bytes the writer writes go in, bytes for the
+/// wire come out, the same except that a gossipsub RPC whose subscriptions are over its
+/// [`RpcLimits`] goes out as several (see [`split_subscriptions`]).
+///
+/// A libp2p stream starts with multistream-select: length-prefixed lines, `/multistream/1.0.0`
+/// then the protocol proposed (or echoed, on a stream the peer opened). The rewriter watches
+/// those; when data starts after a `/meshsub/…` line it examines every frame (a varint length and
+/// that many bytes, as gossipsub writes them), otherwise it lets everything through untouched.
+/// On a gossip stream only RPCs that start with a subscription are held whole and examined (at
+/// most [`MAX_HELD_RPC`]); every other frame passes through unexamined.
+///
+/// The writer drives it: [`Self::through`] says how many of the next bytes may go to the wire
+/// as they are (then [`Self::sent_through`]); the rest goes to [`Self::write`], which takes some
+/// bytes and appends what is ready to send. [`Self::flush`] is for a writer that flushes: bytes
+/// held go out unchanged and the rewriter stops examining (nothing is ever held across a flush,
+/// so no writer waits on it).
+#[derive(Debug)]
+pub struct Rewriter {
+    limits: RpcLimits,
+    mode: Mode,
+    /// The last protocol line was a `/meshsub/…` proposal.
+    meshsub: bool,
+    /// Bytes taken and not yet sent: the start of a frame being examined.
+    head: Vec<u8>,
+    /// Bytes of the current frame that go through unexamined.
+    raw: u64,
+    /// RPCs split so far.
+    splits: u64,
+}
+
+impl Rewriter {
+    /// A rewriter that splits subscription lists over `limits`.
+    #[must_use]
+    pub fn new(limits: RpcLimits) -> Self {
+        Self {
+            limits,
+            mode: Mode::Negotiating,
+            meshsub: false,
+            head: Vec::new(),
+            raw: 0,
+            splits: 0,
+        }
+    }
+
+    /// How many of the next bytes written may go to the wire untouched (`usize::MAX`: all).
+    #[must_use]
+    pub fn through(&self) -> usize {
+        match self.mode {
+            Mode::Through => usize::MAX,
+            _ => usize::try_from(self.raw).unwrap_or(usize::MAX),
+        }
+    }
+
+    /// `n` bytes went to the wire untouched (at most [`Self::through`]).
+    pub fn sent_through(&mut self, n: usize) {
+        if self.mode != Mode::Through {
+            self.raw = self.raw.saturating_sub(n as u64);
+        }
+    }
+
+    /// RPCs split so far.
+    #[must_use]
+    pub fn splits(&self) -> u64 {
+        self.splits
+    }
+
+    /// Whether this is a gossipsub stream (its data has started).
+    #[must_use]
+    pub fn is_gossip(&self) -> bool {
+        self.mode == Mode::Gossip
+    }
+
+    /// Takes bytes written (call only when [`Self::through`] is 0), appends what may be sent to
+    /// `out` and returns how many bytes of `data` it took (at least one if `data` is not empty).
+    pub fn write(&mut self, data: &[u8], out: &mut Vec<u8>) -> usize {
+        let take = data.len().min(TAKE_PER_WRITE);
+        self.head.extend_from_slice(&data[..take]);
+        self.examine(out);
+        take
+    }
+
+    /// The writer flushes: whatever is held goes to `out` as it is, and from now on everything
+    /// goes through (a frame cut by a flush cannot be followed reliably any more).
+    pub fn flush(&mut self, out: &mut Vec<u8>) {
+        if !self.head.is_empty() {
+            out.append(&mut self.head);
+            self.mode = Mode::Through;
+        }
+    }
+
+    /// Sends on from `head` what is settled.
+    fn examine(&mut self, out: &mut Vec<u8>) {
+        loop {
+            if self.mode == Mode::Through {
+                out.append(&mut self.head);
+                return;
+            }
+            if self.raw > 0 {
+                let n = usize::try_from(self.raw)
+                    .unwrap_or(usize::MAX)
+                    .min(self.head.len());
+                out.extend(self.head.drain(..n));
+                self.raw -= n as u64;
+                if self.raw > 0 {
+                    return;
+                }
+            }
+            let (prefix, len) = match header(&self.head) {
+                Ok(Some(h)) => h,
+                Ok(None) => return,
+                Err(()) => {
+                    self.mode = Mode::Through;
+                    continue;
+                }
+            };
+            let Some(&first) = self.head.get(prefix) else {
+                if len == 0 {
+                    // An empty frame: nothing to examine.
+                    self.raw = prefix as u64;
+                    continue;
+                }
+                return;
+            };
+            let total = (prefix as u64).saturating_add(len);
+            match self.mode {
+                Mode::Negotiating if first == b'/' && len <= MAX_PROTOCOL_LINE => {
+                    let Ok(total) = usize::try_from(total) else {
+                        return;
+                    };
+                    if self.head.len() < total {
+                        return;
+                    }
+                    self.meshsub = self.head[prefix..total].starts_with(b"/meshsub/");
+                    out.extend(self.head.drain(..total));
+                }
+                Mode::Negotiating => {
+                    self.mode = if self.meshsub {
+                        Mode::Gossip
+                    } else {
+                        Mode::Through
+                    };
+                }
+                Mode::Gossip if first == RPC_SUBSCRIPTIONS_TAG && len <= MAX_HELD_RPC => {
+                    let Ok(total) = usize::try_from(total) else {
+                        return;
+                    };
+                    if self.head.len() < total {
+                        return;
+                    }
+                    match split_subscriptions(&self.head[prefix..total], self.limits) {
+                        Some(frames) => {
+                            self.splits += 1;
+                            frames.iter().for_each(|f| out.extend_from_slice(f));
+                            self.head.drain(..total);
+                        }
+                        None => out.extend(self.head.drain(..total)),
+                    }
+                }
+                Mode::Gossip => self.raw = total,
+                Mode::Through => {}
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     /// `SubOpts { subscribe = true, topic_id = topic }` as RPC field 1.
@@ -258,6 +461,14 @@ mod tests {
         let mut f = vec![0x0a, opts.len() as u8];
         f.extend_from_slice(&opts);
         f
+    }
+
+    /// Limits on bytes only.
+    fn bytes(max: usize) -> RpcLimits {
+        RpcLimits {
+            bytes: max,
+            subscriptions: usize::MAX,
+        }
     }
 
     fn unframe(frame: &[u8]) -> &[u8] {
@@ -276,7 +487,7 @@ mod tests {
         let control = [0x1a, 0x03, 0x01, 0x02, 0x03];
         body.extend_from_slice(&control);
         body.extend_from_slice(&[0x28, 0x96, 0x01]);
-        let frames = split_subscriptions(&body, 1024).expect("split");
+        let frames = split_subscriptions(&body, bytes(1024)).expect("split");
         assert!(frames.len() > 1);
         let bodies: Vec<&[u8]> = frames.iter().map(|f| unframe(f)).collect();
         assert!(bodies.iter().all(|b| b.len() <= 1024));
@@ -295,16 +506,143 @@ mod tests {
     }
 
     #[test]
+    fn a_list_of_many_short_subscriptions_is_split_by_count() {
+        let body: Vec<u8> = (0..250).flat_map(|i| sub(&format!("t{i}"))).collect();
+        let limits = RpcLimits {
+            bytes: 16 * 1024,
+            subscriptions: 100,
+        };
+        let frames = split_subscriptions(&body, limits).expect("over the count");
+        let counts: Vec<usize> = frames
+            .iter()
+            .map(|f| rpc_fields(unframe(f)).unwrap().len())
+            .collect();
+        assert_eq!(counts, [100, 100, 50]);
+        let bodies: Vec<&[u8]> = frames.iter().map(|f| unframe(f)).collect();
+        assert_eq!(bodies.concat(), body);
+        let fewer: Vec<u8> = (0..100).flat_map(|i| sub(&format!("t{i}"))).collect();
+        assert_eq!(split_subscriptions(&fewer, limits), None, "at the count");
+    }
+
+    #[test]
     fn what_fits_or_cannot_be_split_is_left_alone() {
         let one = sub("hyperspace/tasks/x");
-        assert_eq!(split_subscriptions(&one, 1024), None, "fits");
-        assert_eq!(split_subscriptions(&one, 4), None, "a single subscription");
-        assert_eq!(split_subscriptions(&[0x0f; 64], 8), None, "not protobuf");
+        assert_eq!(split_subscriptions(&one, bytes(1024)), None, "fits");
         assert_eq!(
-            split_subscriptions(&[0x0a, 0x7f, 0x00], 1),
+            split_subscriptions(&one, bytes(4)),
+            None,
+            "a single subscription"
+        );
+        assert_eq!(
+            split_subscriptions(&[0x0f; 64], bytes(8)),
+            None,
+            "not protobuf"
+        );
+        assert_eq!(
+            split_subscriptions(&[0x0a, 0x7f, 0x00], bytes(1)),
             None,
             "truncated"
         );
+    }
+
+    /// Everything a [`Rewriter`] sends for `input` written in chunks of `chunk` bytes, with a
+    /// flush at the end.
+    fn rewrite(r: &mut Rewriter, input: &[u8], chunk: usize) -> Vec<u8> {
+        let mut out = Vec::new();
+        let mut rest = input;
+        while !rest.is_empty() {
+            let c = &rest[..chunk.max(1).min(rest.len())];
+            let through = r.through();
+            let n = if through > 0 {
+                let n = through.min(c.len());
+                out.extend_from_slice(&c[..n]);
+                r.sent_through(n);
+                n
+            } else {
+                r.write(c, &mut out)
+            };
+            assert!(n > 0);
+            rest = &rest[n..];
+        }
+        r.flush(&mut out);
+        out
+    }
+
+    /// multistream-select's opening and one protocol line, as a dialer writes them.
+    fn negotiation(protocol: &str) -> Vec<u8> {
+        let mut v = frame(b"/multistream/1.0.0\n");
+        v.extend(frame(format!("{protocol}\n").as_bytes()));
+        v
+    }
+
+    fn subscriptions(n: usize) -> Vec<u8> {
+        (0..n)
+            .flat_map(|i| sub(&format!("hyperspace/capabilities/peer-{i:06}")))
+            .collect()
+    }
+
+    #[test]
+    fn a_gossip_stream_has_its_long_subscription_lists_split_and_nothing_else_changed() {
+        let subs = subscriptions(400);
+        let publish = [0x12, 0x03, 0x01, 0x02, 0x03];
+        let big_publish: Vec<u8> = [&[0x12, 0x90, 0x4e][..], &[9u8; 10_000]].concat();
+        let mut input = frame(b"/multistream/1.0.0\n");
+        // Refused first, then accepted: both proposals are protocol lines.
+        input.extend(frame(b"/meshsub/1.2.0\n"));
+        input.extend(frame(b"/meshsub/1.1.0\n"));
+        input.extend(frame(&subs));
+        input.extend(frame(&publish));
+        input.extend(frame(&big_publish));
+        input.extend(frame(&subs[..200]));
+        let mut want = negotiation("/meshsub/1.2.0");
+        want.extend(frame(b"/meshsub/1.1.0\n"));
+        split_subscriptions(&subs, bytes(4096))
+            .unwrap()
+            .iter()
+            .for_each(|f| want.extend_from_slice(f));
+        want.extend(frame(&publish));
+        want.extend(frame(&big_publish));
+        want.extend(frame(&subs[..200]));
+        for chunk in [1, 3, 100, 4096, 70_000, usize::MAX] {
+            let mut r = Rewriter::new(bytes(4096));
+            assert_eq!(rewrite(&mut r, &input, chunk), want, "chunks of {chunk}");
+            assert_eq!(r.splits(), 1);
+            assert!(r.is_gossip());
+        }
+    }
+
+    #[test]
+    fn other_protocols_and_what_follows_a_flush_go_through_untouched() {
+        let subs = subscriptions(400);
+        let mut other = negotiation("/ipfs/kad/1.0.0");
+        other.extend(frame(&subs));
+        let mut r = Rewriter::new(bytes(4096));
+        assert_eq!(rewrite(&mut r, &other, 1000), other);
+        assert_eq!(r.through(), usize::MAX, "kad: everything goes through");
+        // A listener's echo then data that is not a frame at all.
+        let mut odd = negotiation("/agora/rpc/1");
+        odd.extend([0xff; 20]);
+        assert_eq!(rewrite(&mut Rewriter::new(bytes(16)), &odd, 7), odd);
+        // A gossip frame that claims 2^64 - 1 bytes (found by the fuzzer: the length overflowed).
+        let mut huge = negotiation("/meshsub/1.1.0");
+        huge.extend([0xff; 9]);
+        huge.extend([0x01, 0x12, 0x00]);
+        assert_eq!(rewrite(&mut Rewriter::new(bytes(16)), &huge, 5), huge);
+        // A flush in the middle of a gossip frame: held bytes go out, the rest goes through.
+        let mut r = Rewriter::new(bytes(4096));
+        let mut out = Vec::new();
+        let mut gossip = negotiation("/meshsub/1.1.0");
+        gossip.extend(frame(&subs));
+        let cut = gossip.len() - 100;
+        let mut taken = 0;
+        while taken < cut {
+            taken += r.write(&gossip[taken..cut], &mut out);
+        }
+        r.flush(&mut out);
+        assert_eq!(r.through(), usize::MAX);
+        out.extend_from_slice(&gossip[cut..]);
+        assert_eq!(out, gossip);
+        assert_eq!(r.splits(), 0);
     }
 
     proptest::proptest! {
@@ -313,10 +651,55 @@ mod tests {
             body in proptest::collection::vec(proptest::num::u8::ANY, 0..2048),
             max in 0usize..512,
         ) {
-            if let Some(frames) = split_subscriptions(&body, max) {
+            if let Some(frames) = split_subscriptions(&body, bytes(max)) {
                 let bodies: Vec<&[u8]> = frames.iter().map(|f| unframe(f)).collect();
                 proptest::prop_assert_eq!(bodies.concat(), body);
             }
+        }
+
+        #[test]
+        fn rewriting_any_bytes_changes_nothing_unless_it_splits(
+            start in proptest::sample::select(vec!["/meshsub/1.1.0", "/ipfs/id/1.0.0", ""]),
+            body in proptest::collection::vec(proptest::num::u8::ANY, 0..4096),
+            chunk in 1usize..5000,
+            split_at in 0usize..1024,
+        ) {
+            let mut input = if start.is_empty() { Vec::new() } else { negotiation(start) };
+            input.extend_from_slice(&body);
+            let mut r = Rewriter::new(bytes(split_at));
+            let out = rewrite(&mut r, &input, chunk);
+            if r.splits() == 0 {
+                proptest::prop_assert_eq!(out, input);
+            }
+        }
+
+        #[test]
+        fn rewriting_frames_splits_exactly_the_long_subscription_lists(
+            rpcs in proptest::collection::vec((0usize..60, proptest::num::u8::ANY, 0usize..300), 0..12),
+            chunk in 1usize..3000,
+            split_at in 64usize..2048,
+            per_rpc in 1usize..50,
+        ) {
+            let limits = RpcLimits { bytes: split_at, subscriptions: per_rpc };
+            let mut input = negotiation("/meshsub/1.1.0");
+            let mut want = input.clone();
+            for (subs, byte, len) in rpcs {
+                // Either a subscription list or an opaque publish-like field.
+                let body = if subs > 0 {
+                    subscriptions(subs)
+                } else {
+                    let mut b = vec![0x12];
+                    b.extend(frame(&vec![byte; len]));
+                    b
+                };
+                input.extend(frame(&body));
+                match split_subscriptions(&body, limits) {
+                    Some(frames) => frames.iter().for_each(|f| want.extend_from_slice(f)),
+                    None => want.extend(frame(&body)),
+                }
+            }
+            let out = rewrite(&mut Rewriter::new(limits), &input, chunk);
+            proptest::prop_assert_eq!(out, want);
         }
 
         #[test]
@@ -330,7 +713,7 @@ mod tests {
             body.push(0x1a);
             body.push(tail.len() as u8);
             body.extend_from_slice(&tail);
-            if let Some(frames) = split_subscriptions(&body, max) {
+            if let Some(frames) = split_subscriptions(&body, bytes(max)) {
                 let bodies: Vec<&[u8]> = frames.iter().map(|f| unframe(f)).collect();
                 proptest::prop_assert_eq!(bodies.concat(), body);
                 for b in &bodies {

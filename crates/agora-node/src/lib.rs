@@ -33,6 +33,7 @@ pub mod gated;
 pub mod hyperspace;
 pub mod keys;
 pub mod mesh;
+pub mod muxer;
 pub mod nats;
 pub mod pings;
 pub mod rpc;

@@ -29,7 +29,9 @@ use std::time::Duration;
 use crate::connmgr::{ConnManager, Limits};
 use crate::frames::{self, FrameGuard};
 use crate::gated::Gated;
+use crate::muxer::{Splits, SplittingMuxer};
 use crate::topics::{self, Topics};
+use libp2p::Transport as _;
 
 use futures::{AsyncReadExt, AsyncWriteExt, StreamExt};
 use libp2p::gossipsub::{
@@ -217,6 +219,9 @@ pub struct Status {
     /// Gossipsub's outbound streams: negotiated, and connections closed because its handler
     /// gave up on them.
     pub outbound_streams: frames::OutboundStreams,
+    /// Gossipsub RPCs whose subscription list was split because it was longer than
+    /// [`crate::muxer::SPLIT_AT`].
+    pub split_rpcs: u64,
 }
 
 /// Messages gossipsub could not send to slow peers, as its `SlowPeer` events count them.
@@ -404,14 +409,21 @@ fn yamux_config() -> yamux::Config {
 fn build_swarm(
     keypair: &identity::Keypair,
     cfg: &MeshConfig,
+    splits: Splits,
 ) -> Result<Swarm<Behaviour>, MeshError> {
     let heartbeat = cfg.heartbeat;
     let swarm = libp2p::SwarmBuilder::with_existing_identity(keypair.clone())
         .with_tokio()
-        .with_tcp(
-            tcp::Config::default().nodelay(true),
-            noise::Config::new,
-            yamux_config,
+        .with_other_transport(
+            |key| -> Result<_, Box<dyn std::error::Error + Send + Sync>> {
+                Ok(
+                    tcp::tokio::Transport::new(tcp::Config::default().nodelay(true))
+                        .upgrade(libp2p::core::upgrade::Version::V1Lazy)
+                        .authenticate(noise::Config::new(key)?)
+                        .multiplex(yamux_config())
+                        .map(move |(peer, muxer), _| (peer, SplittingMuxer::new(muxer, splits))),
+                )
+            },
         )
         .map_err(|e| MeshError::Build(e.to_string()))?
         .with_behaviour(|key| {
@@ -503,7 +515,8 @@ fn build_swarm(
 
 /// Starts listening and returns the mesh ready to [`run`].
 pub fn start(keypair: &identity::Keypair, cfg: &MeshConfig) -> Result<Mesh, MeshError> {
-    let mut swarm = build_swarm(keypair, cfg)?;
+    let splits = Splits::default();
+    let mut swarm = build_swarm(keypair, cfg, splits.clone())?;
     for addr in &cfg.listen {
         swarm
             .listen_on(addr.clone())
@@ -519,6 +532,7 @@ pub fn start(keypair: &identity::Keypair, cfg: &MeshConfig) -> Result<Mesh, Mesh
         limits: cfg.limits,
         validators: cfg.validators.clone(),
         budget: cfg.budget,
+        splits,
     })
 }
 
@@ -635,6 +649,7 @@ pub struct Mesh {
     limits: Limits,
     validators: Vec<(String, Arc<dyn GossipValidator>)>,
     budget: topics::Budget,
+    splits: Splits,
 }
 
 impl std::fmt::Debug for Mesh {
@@ -687,6 +702,8 @@ struct Pending {
     resets: HashSet<PeerId>,
     /// Messages gossipsub dropped for slow peers.
     dropped: Dropped,
+    /// Gossipsub RPCs the muxer split.
+    splits: Splits,
 }
 
 impl Behaviour {
@@ -706,6 +723,7 @@ pub async fn run(mesh: Mesh, mut commands: mpsc::Receiver<Command>, events: mpsc
         limits,
         validators,
         budget,
+        splits,
     } = mesh;
     let local = *swarm.local_peer_id();
     let mut queue: VecDeque<Event> = VecDeque::new();
@@ -718,6 +736,7 @@ pub async fn run(mesh: Mesh, mut commands: mpsc::Receiver<Command>, events: mpsc
         replan: false,
         resets: HashSet::new(),
         dropped: Dropped::default(),
+        splits,
     };
     let mut listen: Vec<Multiaddr> = Vec::new();
     let mut redial = tokio::time::interval(Duration::from_millis(250));
@@ -1028,6 +1047,7 @@ fn handle_command(
                 dropped: pending.dropped,
                 mesh,
                 outbound_streams: swarm.behaviour().gossipsub.outbound(),
+                split_rpcs: pending.splits.get(),
                 neighbours: {
                     let mut n: Vec<String> = pending
                         .topics

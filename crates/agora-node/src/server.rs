@@ -257,6 +257,7 @@ async fn status(State(state): State<AppState>) -> Response {
             "mesh": mesh.mesh,
             "neighbours": mesh.neighbours,
             "outbound_streams": mesh.outbound_streams,
+            "split_rpcs": mesh.split_rpcs,
         },
         "agh": agh,
     }))

@@ -94,12 +94,12 @@ pub struct Budget {
 impl Default for Budget {
     fn default() -> Self {
         Self {
-            max_topics: 128,
+            max_topics: 100,
             max_bytes: 12 * 1024,
             neighbours: 32,
-            proxies: 32,
+            proxies: 24,
             proxies_per_peer: 8,
-            relays: 32,
+            relays: 24,
         }
     }
 }
