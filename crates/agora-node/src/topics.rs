@@ -21,8 +21,12 @@
 //! `hyperspace/trajectories/…`, `hyperspace/crdt/…`, `hyperspace/settlements/…`) meet directly
 //! instead, through a **rendezvous** in the DHT: each provides [`rendezvous_key`] of the topic and,
 //! while fewer than [`RENDEZVOUS_MIN`] connected peers share the topic, looks up the other
-//! providers and dials a few of them (with backoff); every [`LONG_RANGE`] it also dials one
-//! provider it is not connected to, so that groups which formed apart merge.
+//! providers and dials a few of them (with backoff); now and then it also dials one provider it is
+//! not connected to, so that groups which formed apart merge: first [`LONG_RANGE`] after joining,
+//! then at intervals doubling up to [`LONG_RANGE_MAX`], each stretched by a fraction in [0, 1)
+//! fixed per node and topic ([`spread`]), so that nodes started together do not all look up the
+//! same key at the same moment (at 500 nodes those lookups, all answered by the same few
+//! providers, kept both cores busy).
 //!
 //! Admission is greedy in priority order (local, proxy, neighbour, relay), topics already joined first
 //! within a class, then by the order they were asked for, under both a topic count
@@ -65,6 +69,8 @@ pub const MAX_LOOKUP_BACKOFF: Duration = Duration::from_secs(300);
 pub const SERVED_RECHECK: Duration = Duration::from_secs(30);
 /// How often a rendezvous topic dials one provider it is not connected to.
 pub const LONG_RANGE: Duration = Duration::from_secs(600);
+/// The longest interval between two long-range dials of one rendezvous topic.
+pub const LONG_RANGE_MAX: Duration = Duration::from_secs(2 * 60 * 60);
 /// A relayed AGH channel with no message for this long is left.
 pub const RELAY_IDLE: Duration = Duration::from_secs(300);
 /// Most topics remembered per peer (subscriptions past this are not tracked).
@@ -199,6 +205,21 @@ pub fn rendezvous_key(topic: &str) -> Vec<u8> {
     h.finalize().to_vec()
 }
 
+/// `every` stretched by a fraction in [0, 1) fixed for this node (`local`, its own card topic)
+/// and `topic`: a deterministic spread of periodic chores over the nodes, with no clock or
+/// randomness of its own.
+#[must_use]
+pub fn spread(local: &str, topic: &str, every: Duration) -> Duration {
+    use sha2::Digest as _;
+    let mut h = sha2::Sha256::new();
+    h.update(local.as_bytes());
+    h.update([0]);
+    h.update(topic.as_bytes());
+    let d = h.finalize();
+    let x = u16::from_be_bytes([d[0], d[1]]);
+    every + every.mul_f64(f64::from(x) / 65_536.0)
+}
+
 /// Topics shared by every node that cares about them (not owned by one peer, not joined by every
 /// Agora node anyway): the ones met by rendezvous.
 #[must_use]
@@ -282,6 +303,8 @@ struct Rendezvous {
     next: Instant,
     backoff: Duration,
     long_range: Instant,
+    /// The interval before the next long-range dial (before [`spread`]).
+    long_every: Duration,
 }
 
 /// The topic budget and the reasons behind every joined topic.
@@ -660,10 +683,12 @@ impl Topics {
         for t in wanted {
             if let std::collections::btree_map::Entry::Vacant(e) = self.rendezvous.entry(t) {
                 actions.push(Action::Provide(e.key().clone()));
+                let first = spread(&self.local_caps, e.key(), LONG_RANGE);
                 e.insert(Rendezvous {
                     next: now + FIRST_LOOKUP,
                     backoff: Duration::from_secs(1),
-                    long_range: now + LONG_RANGE,
+                    long_range: now + first,
+                    long_every: (LONG_RANGE * 2).min(LONG_RANGE_MAX),
                 });
             }
         }
@@ -677,7 +702,8 @@ impl Topics {
                 continue;
             };
             if now >= r.long_range {
-                r.long_range = now + LONG_RANGE;
+                r.long_range = now + spread(&self.local_caps, &topic, r.long_every);
+                r.long_every = (r.long_every * 2).min(LONG_RANGE_MAX);
                 actions.push(Action::Lookup {
                     topic: topic.clone(),
                     dials: 1,
@@ -1025,12 +1051,37 @@ mod tests {
             t.peer_subscribed(n, topic, now);
         }
         assert_eq!(lookups(&t.plan(later + Duration::from_secs(10))), 0);
-        // But one long-range dial every LONG_RANGE.
-        let a = t.plan(now + LONG_RANGE);
-        assert!(a.contains(&Action::Lookup {
+        // But a long-range dial now and then: first after LONG_RANGE (spread), then at
+        // doubling intervals.
+        let long = Action::Lookup {
             topic: topic.into(),
-            dials: 1
-        }));
+            dials: 1,
+        };
+        let first = now + spread(&t.local_caps, topic, LONG_RANGE);
+        assert!(first >= now + LONG_RANGE && first < now + 2 * LONG_RANGE);
+        assert!(!t.plan(first - Duration::from_secs(1)).contains(&long));
+        assert!(t.plan(first).contains(&long));
+        let second = first + spread(&t.local_caps, topic, 2 * LONG_RANGE);
+        assert!(!t.plan(second - Duration::from_secs(1)).contains(&long));
+        assert!(t.plan(second).contains(&long));
+    }
+
+    #[test]
+    fn chores_are_spread_over_nodes_and_topics() {
+        let every = Duration::from_secs(600);
+        let spreads: Vec<Duration> = (0..200)
+            .map(|_| spread(&caps(&peer()), "hyperspace/tasks/x", every))
+            .collect();
+        assert!(spreads.iter().all(|d| *d >= every && *d < 2 * every));
+        let (lo, hi) = (
+            spreads.iter().min().copied().unwrap_or_default(),
+            spreads.iter().max().copied().unwrap_or_default(),
+        );
+        assert!(hi - lo > every / 2, "200 nodes spread over {:?}", hi - lo);
+        // Fixed for one node and topic.
+        let me = caps(&peer());
+        assert_eq!(spread(&me, "a", every), spread(&me, "a", every));
+        assert_ne!(spread(&me, "a", every), spread(&me, "b", every));
     }
 
     #[test]

@@ -43,6 +43,16 @@ pub struct HeldRecord {
     pub record: String,
 }
 
+/// How long node `peer_id` leaves an unchanged card record before re-putting it: between
+/// [`RECORD_REFRESH_MS`] and twice that (well inside the records' one-hour life), fixed per node.
+/// At 500 nodes started within a minute, every node re-putting at the same 10-minute mark (each
+/// put a DHT query and 20 stores) kept both cores busy for minutes.
+pub(super) fn refresh_ms(peer_id: &str) -> u64 {
+    let every = std::time::Duration::from_millis(RECORD_REFRESH_MS);
+    u64::try_from(crate::topics::spread(peer_id, "card-record", every).as_millis())
+        .unwrap_or(RECORD_REFRESH_MS)
+}
+
 impl Service {
     /// At start: join our capability topic (neighbours follow it because we are in it) and the
     /// discovery asks, put back the records held before a restart, and announce our card.
@@ -134,7 +144,7 @@ impl Service {
             }
             Err(e) => tracing::warn!(error = %e, "cannot sign our capability card"),
         }
-        if a.changed || now.saturating_sub(self.record_put_ms) >= RECORD_REFRESH_MS {
+        if a.changed || now.saturating_sub(self.record_put_ms) >= self.record_refresh_ms {
             self.put_own_record(&a.card, now).await;
         }
         if a.changed {
@@ -446,5 +456,28 @@ impl Service {
             }
         }
         MessageAcceptance::Accept
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn card_re_puts_are_spread_over_ten_minutes_and_fixed_per_node() {
+        let peers: Vec<String> = (0..500).map(|_| PeerId::random().to_string()).collect();
+        let every: Vec<u64> = peers.iter().map(|p| refresh_ms(p)).collect();
+        assert!(
+            every
+                .iter()
+                .all(|ms| (RECORD_REFRESH_MS..2 * RECORD_REFRESH_MS).contains(ms))
+        );
+        // 500 nodes started together: no minute of the ten holds more than a fifth of them.
+        let mut per_minute = [0usize; 10];
+        for ms in &every {
+            per_minute[usize::try_from((ms - RECORD_REFRESH_MS) / 60_000).unwrap()] += 1;
+        }
+        assert!(per_minute.iter().all(|n| *n < 100), "{per_minute:?}");
+        assert_eq!(refresh_ms(&peers[0]), every[0]);
     }
 }

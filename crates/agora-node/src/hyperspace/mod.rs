@@ -177,6 +177,10 @@ struct Service {
     provided: BTreeSet<String>,
     /// When the node's card record was last put into the DHT.
     record_put_ms: u64,
+    /// How long an unchanged card record stays before it is re-put: `RECORD_REFRESH_MS`
+    /// stretched by a fraction fixed for this node ([`crate::topics::spread`]), so that nodes
+    /// started together do not all re-put at once.
+    record_refresh_ms: u64,
     /// When every record (ours and those held) was last re-put because a neighbour arrived.
     republished_ms: Option<u64>,
     /// Card records held for the DHT, by peer.
@@ -327,6 +331,7 @@ pub async fn run(
         recursive: Recursive::new(),
         tools: ToolRegistry::new(peer_id.clone()),
         links,
+        record_refresh_ms: cards::refresh_ms(&peer_id),
         peer_id,
         inputs: inputs_tx,
         store,
