@@ -1,0 +1,407 @@
+//! # agora-vindex — the vector index behind Hyperspace Memory's semantic search
+//!
+//! [`VectorIndex`] maps caller-chosen `u64` keys to unit-length `f32` vectors of one dimension
+//! and answers top-k searches by cosine similarity (a dot product, since the vectors are unit
+//! length). Results are ordered by similarity descending, then key ascending, so a search over an
+//! unchanged index always returns the same list.
+//!
+//! ## Two engines under one type
+//! - **Exact scan** ([`exact`](crate::VectorIndex::exact_search)): every vector in one
+//!   contiguous `Vec<f32>`, a SIMD dot product chosen at run time (AVX2+FMA, NEON or scalar,
+//!   through `pulp`, no `unsafe` here) and a bounded top-k heap. Used below
+//!   [`IndexConfig::exact_below`] vectors, for filters that keep few keys, and always by
+//!   [`VectorIndex::exact_search`].
+//! - **HNSW** from the pure-Rust `hnsw_rs` crate, built once the index reaches
+//!   [`IndexConfig::exact_below`] vectors and grown by incremental inserts after that. A removed
+//!   or replaced key leaves a tombstone in the graph that searches skip; the graph is rebuilt
+//!   from the exact store when tombstones pass [`IndexConfig::rebuild_fraction`] of its points,
+//!   and dropped when the index shrinks below half of `exact_below`.
+//!
+//! ## Filters
+//! A filter keeps the keys for which it returns true. On the HNSW engine the index first
+//! estimates how many keys the filter keeps by calling it on up to 256 evenly spaced keys; when
+//! the estimate is below [`IndexConfig::filter_exact_below`] it scans exactly the kept keys
+//! (calling the filter once per key, with a dot product only for kept ones). Otherwise it asks the
+//! graph for `ef / p̂` candidates (`p̂` the kept fraction) and filters them; if that yields fewer
+//! than `k` hits, `ef` doubles up to eight times the configured `ef_search`, and the exact scan
+//! answers as a last resort. The filter must be a pure function of the key during one call.
+//!
+//! ## Bounds, threads, cost
+//! - An index holds at most [`IndexConfig::max_vectors`] keys (default 500,000); inserting a new
+//!   key into a full index fails with [`IndexError::Full`] and changes nothing (replacing an
+//!   existing key always works). At 384 dimensions a vector costs about 1.6 KB in the exact store
+//!   plus about 3 KB in the graph (its own copy of the vector and the neighbour lists), so the
+//!   default bound is about 2.3 GB; [`VectorIndex::memory_bytes`] gives the estimate for the
+//!   current contents.
+//! - A search runs on the calling thread and takes `&self`: callers share an index behind a
+//!   `RwLock` and parallelise across searches. Graph builds (reaching `exact_below`, a tombstone
+//!   rebuild, [`VectorIndex::rebuild`]) run inside the `&mut self` call that causes them and
+//!   use rayon's global pool unless [`IndexConfig::parallel_build`] is false; a build of 100,000
+//!   vectors takes tens of seconds on two cores, an incremental insert about a millisecond.
+//! - Sans IO: nothing is persisted; the owner rebuilds the index from its store at start.
+//!
+//! [`synth`] makes the seeded synthetic vectors the tests and the benchmark use.
+#![warn(missing_docs)]
+
+mod ann;
+mod exact;
+pub mod synth;
+
+use ann::{Ann, GraphParams};
+use exact::{FlatStore, Ranked, TopK, dot};
+
+/// How far a stored vector's squared norm may stray from 1.
+const UNIT_TOLERANCE: f32 = 1e-3;
+
+/// Keys sampled to estimate how many keys a filter keeps.
+const FILTER_SAMPLE: usize = 256;
+
+/// The largest multiple of `ef_search` a filtered or tombstone-heavy search widens to.
+const EF_WIDEN_MAX: usize = 8;
+
+/// Index settings. The defaults were chosen by measurement (`cargo bench -p agora-vindex`, see
+/// `docs/performance.md`).
+#[derive(Clone, Debug, PartialEq)]
+pub struct IndexConfig {
+    /// Below this many vectors searches scan exactly; at it the HNSW graph is built.
+    pub exact_below: usize,
+    /// Keys the index may hold; a new key beyond it is refused with [`IndexError::Full`].
+    pub max_vectors: usize,
+    /// HNSW `M`: neighbours kept per point and layer (layer 0 keeps `2·M`). Clamped to 4..=128.
+    pub m: usize,
+    /// Candidate list size while inserting into the graph (at least `m`).
+    pub ef_construction: usize,
+    /// Candidate list size while searching (at least `k`).
+    pub ef_search: usize,
+    /// A filtered search whose kept keys are estimated below this count scans them exactly.
+    pub filter_exact_below: usize,
+    /// The graph is rebuilt when its dead points exceed this fraction of all its points.
+    pub rebuild_fraction: f32,
+    /// Whether graph builds insert on rayon's global thread pool.
+    pub parallel_build: bool,
+}
+
+impl Default for IndexConfig {
+    fn default() -> Self {
+        Self {
+            exact_below: 20_000,
+            max_vectors: 500_000,
+            m: 16,
+            ef_construction: 100,
+            ef_search: 64,
+            filter_exact_below: 20_000,
+            rebuild_fraction: 0.2,
+            parallel_build: true,
+        }
+    }
+}
+
+/// Why a vector was refused.
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+pub enum IndexError {
+    /// The vector's length is not the index's dimension.
+    #[error("vector has {got} dimensions, the index holds {expected}")]
+    Dimension {
+        /// The index's dimension.
+        expected: usize,
+        /// The vector's length.
+        got: usize,
+    },
+    /// A component is NaN or infinite.
+    #[error("vector has a non-finite component")]
+    NotFinite,
+    /// The vector is not unit length (cosine needs normalised vectors).
+    #[error("vector is not unit length (norm {norm})")]
+    NotUnit {
+        /// The vector's L2 norm.
+        norm: f32,
+    },
+    /// The index holds `max` keys already.
+    #[error("index is full ({max} vectors)")]
+    Full {
+        /// [`IndexConfig::max_vectors`].
+        max: usize,
+    },
+}
+
+/// Which engine answers [`VectorIndex::search`] without a filter.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Engine {
+    /// The exact scan.
+    Exact,
+    /// The HNSW graph.
+    Hnsw,
+}
+
+/// Unit vectors under `u64` keys, searched by cosine similarity (see the crate documentation).
+#[derive(Debug)]
+pub struct VectorIndex {
+    dim: usize,
+    config: IndexConfig,
+    flat: FlatStore,
+    ann: Option<Ann>,
+}
+
+impl VectorIndex {
+    /// An empty index of `dim`-dimensional vectors. Out-of-range settings are clamped (see
+    /// [`IndexConfig`]).
+    pub fn new(dim: usize, config: IndexConfig) -> Self {
+        let mut config = config;
+        config.m = config.m.clamp(4, 128);
+        config.ef_construction = config.ef_construction.max(config.m);
+        config.ef_search = config.ef_search.max(1);
+        config.exact_below = config.exact_below.max(1);
+        config.rebuild_fraction = config.rebuild_fraction.clamp(0.01, 1.0);
+        Self {
+            dim,
+            config,
+            flat: FlatStore::new(dim),
+            ann: None,
+        }
+    }
+
+    /// The dimension of the stored vectors.
+    pub fn dim(&self) -> usize {
+        self.dim
+    }
+
+    /// The settings in force (after clamping).
+    pub fn config(&self) -> &IndexConfig {
+        &self.config
+    }
+
+    /// Keys held.
+    pub fn len(&self) -> usize {
+        self.flat.len()
+    }
+
+    /// Whether no key is held.
+    pub fn is_empty(&self) -> bool {
+        self.flat.len() == 0
+    }
+
+    /// Whether `key` is held.
+    pub fn contains(&self, key: u64) -> bool {
+        self.flat.contains(key)
+    }
+
+    /// The vector stored under `key`.
+    pub fn get(&self, key: u64) -> Option<&[f32]> {
+        self.flat.get(key)
+    }
+
+    /// The engine an unfiltered search uses now.
+    pub fn engine(&self) -> Engine {
+        if self.ann.is_some() {
+            Engine::Hnsw
+        } else {
+            Engine::Exact
+        }
+    }
+
+    /// Dead points waiting in the graph for the next rebuild (0 on the exact engine).
+    pub fn tombstones(&self) -> usize {
+        self.ann.as_ref().map_or(0, Ann::dead)
+    }
+
+    /// An estimate of the bytes held: the exact store (by capacity) plus the graph.
+    pub fn memory_bytes(&self) -> usize {
+        self.flat.memory_bytes() + self.ann.as_ref().map_or(0, Ann::memory_bytes)
+    }
+
+    /// Checks that `vector` could be stored: the right length, finite, unit length within 1e-3
+    /// of squared norm.
+    pub fn check(&self, vector: &[f32]) -> Result<(), IndexError> {
+        if vector.len() != self.dim {
+            return Err(IndexError::Dimension {
+                expected: self.dim,
+                got: vector.len(),
+            });
+        }
+        if !vector.iter().all(|x| x.is_finite()) {
+            return Err(IndexError::NotFinite);
+        }
+        let sq: f32 = vector.iter().map(|x| x * x).sum();
+        if (sq - 1.0).abs() > UNIT_TOLERANCE {
+            return Err(IndexError::NotUnit { norm: sq.sqrt() });
+        }
+        Ok(())
+    }
+
+    /// Stores `vector` under `key`, replacing the key's previous vector. May build or rebuild
+    /// the HNSW graph (see the crate documentation); on error nothing changes.
+    pub fn insert(&mut self, key: u64, vector: &[f32]) -> Result<(), IndexError> {
+        self.check(vector)?;
+        if !self.flat.contains(key) && self.flat.len() >= self.config.max_vectors {
+            return Err(IndexError::Full {
+                max: self.config.max_vectors,
+            });
+        }
+        self.flat.upsert(key, vector);
+        match &mut self.ann {
+            Some(ann) => {
+                ann.insert(key, vector);
+                self.maybe_rebuild();
+            }
+            None if self.flat.len() >= self.config.exact_below => self.rebuild(),
+            None => {}
+        }
+        Ok(())
+    }
+
+    /// Stores many vectors at once: like [`insert`](Self::insert) for each, but a graph needed at
+    /// the end is built once with all of them (the fast way to load an index at start). Stops
+    /// at the first refused vector, with the vectors before it stored.
+    pub fn extend<'a>(
+        &mut self,
+        items: impl IntoIterator<Item = (u64, &'a [f32])>,
+    ) -> Result<(), IndexError> {
+        let result = self.extend_flat(items);
+        if self.ann.is_some() || self.flat.len() >= self.config.exact_below {
+            self.rebuild();
+        }
+        result
+    }
+
+    /// The exact-store half of [`extend`](Self::extend); any graph is dropped on the first new
+    /// vector and rebuilt by the caller.
+    fn extend_flat<'a>(
+        &mut self,
+        items: impl IntoIterator<Item = (u64, &'a [f32])>,
+    ) -> Result<(), IndexError> {
+        for (key, vector) in items {
+            self.check(vector)?;
+            if !self.flat.contains(key) && self.flat.len() >= self.config.max_vectors {
+                return Err(IndexError::Full {
+                    max: self.config.max_vectors,
+                });
+            }
+            self.flat.upsert(key, vector);
+        }
+        Ok(())
+    }
+
+    /// Removes `key`; false when it was not held.
+    pub fn remove(&mut self, key: u64) -> bool {
+        if !self.flat.remove(key) {
+            return false;
+        }
+        if let Some(ann) = &mut self.ann {
+            ann.remove(key);
+            if self.flat.len() < self.config.exact_below / 2 {
+                self.ann = None;
+            } else {
+                self.maybe_rebuild();
+            }
+        }
+        true
+    }
+
+    /// Rebuilds the graph from the exact store (dropping every tombstone), or drops it when the
+    /// index is below [`IndexConfig::exact_below`].
+    pub fn rebuild(&mut self) {
+        if self.flat.len() < self.config.exact_below {
+            self.ann = None;
+            return;
+        }
+        self.ann = None;
+        let params = GraphParams {
+            m: self.config.m,
+            ef_construction: self.config.ef_construction,
+            parallel: self.config.parallel_build,
+        };
+        self.ann = Some(Ann::build(self.dim, params, self.flat.iter()));
+    }
+
+    fn maybe_rebuild(&mut self) {
+        if let Some(ann) = &self.ann
+            && ann.dead() as f32 > self.config.rebuild_fraction * ann.points() as f32
+        {
+            self.rebuild();
+        }
+    }
+
+    /// The `k` keys most similar to `query` that `filter` keeps, with their similarities,
+    /// ordered by similarity descending then key ascending. Approximate on the HNSW engine;
+    /// empty when `query` does not have the index's dimension.
+    pub fn search(
+        &self,
+        query: &[f32],
+        k: usize,
+        filter: Option<&dyn Fn(u64) -> bool>,
+    ) -> Vec<(u64, f32)> {
+        self.search_ef(query, k, self.config.ef_search, filter)
+    }
+
+    /// [`search`](Self::search) with an explicit HNSW `ef` (for measuring the recall/speed
+    /// trade-off; the exact engine ignores it).
+    pub fn search_ef(
+        &self,
+        query: &[f32],
+        k: usize,
+        ef: usize,
+        filter: Option<&dyn Fn(u64) -> bool>,
+    ) -> Vec<(u64, f32)> {
+        if k == 0 || query.len() != self.dim {
+            return Vec::new();
+        }
+        let Some(ann) = &self.ann else {
+            return self.flat.search(query, k, filter);
+        };
+        let mut ef = ef.max(k);
+        if let Some(keep) = filter {
+            let kept = self.estimate_kept(keep);
+            if kept < self.config.filter_exact_below {
+                return self.flat.search(query, k, filter);
+            }
+            // widen so that about `ef` kept candidates come back
+            ef = (ef * self.flat.len()).div_ceil(kept.max(1)).max(ef);
+        }
+        let widest = (EF_WIDEN_MAX * ef).min(ann.points()).max(k);
+        ef = ef.min(widest);
+        loop {
+            let mut top = TopK::new(k);
+            for key in ann.candidates(query, ef, filter) {
+                if let Some(v) = self.flat.get(key) {
+                    top.offer(Ranked {
+                        score: dot(query, v),
+                        key,
+                    });
+                }
+            }
+            if top.len() >= k.min(self.flat.len()) {
+                return top.into_sorted();
+            }
+            if ef >= widest {
+                return self.flat.search(query, k, filter);
+            }
+            ef = (ef * 2).min(widest);
+        }
+    }
+
+    /// The exact `k` nearest keys (same contract as [`search`](Self::search)), always by a scan.
+    pub fn exact_search(
+        &self,
+        query: &[f32],
+        k: usize,
+        filter: Option<&dyn Fn(u64) -> bool>,
+    ) -> Vec<(u64, f32)> {
+        if query.len() != self.dim {
+            return Vec::new();
+        }
+        self.flat.search(query, k, filter)
+    }
+
+    /// How many keys `keep` accepts, estimated from up to [`FILTER_SAMPLE`] evenly spaced keys.
+    fn estimate_kept(&self, keep: &dyn Fn(u64) -> bool) -> usize {
+        let n = self.flat.len();
+        let samples = n.min(FILTER_SAMPLE);
+        if samples == 0 {
+            return 0;
+        }
+        let kept = (0..samples)
+            .filter(|i| keep(self.flat.key_at(i * n / samples)))
+            .count();
+        kept * n / samples
+    }
+}
