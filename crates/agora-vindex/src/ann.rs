@@ -1,53 +1,39 @@
-//! The approximate engine: an HNSW graph from the `hnsw_rs` crate over the same vectors as the
-//! exact store, with removals kept as tombstones until the graph is rebuilt.
+//! The approximate engine: an HNSW graph from the `usearch` crate (C++ USearch with NumKong's
+//! run-time dispatched SIMD kernels, built by cargo with the system C++ compiler) over the same
+//! vectors as the exact store.
 //!
-//! `hnsw_rs` numbers points with a `usize` data id that it never reuses here: a replaced or
-//! removed key leaves its old point in the graph, marked dead, and searches skip it. The owner
-//! ([`crate::VectorIndex`]) rebuilds the graph from the exact store when the dead points pass a
-//! configured fraction. The graph's distance is `1 − dot`, clamped at zero because `hnsw_rs`
-//! asserts non-negative distances and rounding can push the dot product of near-identical unit
-//! vectors a hair above 1. Results are re-scored by the caller with the exact store's dot
-//! product, so both engines report identical similarities for the same key.
+//! USearch keys are our `u64` keys. A removed or replaced key's node stays in the graph as a
+//! tombstone that searches step through but never return; the owner
+//! ([`crate::VectorIndex`]) rebuilds the graph from the exact store when tombstones pass a
+//! configured fraction. The metric is inner product (USearch's distance is `1 − dot`); hits are
+//! re-scored by the caller with the exact store's dot product, so both engines report identical
+//! similarities for the same key.
+//!
+//! USearch serves concurrent searches from a fixed set of per-thread contexts reserved here
+//! ([`GraphParams::contexts`]); a search that finds every context busy fails, and the caller
+//! answers it with the exact scan instead.
 
-use std::collections::HashMap;
 use std::fmt;
+use std::num::NonZeroUsize;
 
-use hnsw_rs::prelude::{Distance, Hnsw};
+use usearch::{Index, IndexOptions, MetricKind, ScalarKind};
 
-use crate::exact::dot;
-
-/// The HNSW layer cap (`hnsw_rs` allows at most 16).
-const MAX_LAYERS: usize = 16;
-
-/// `1 − dot` for unit vectors, never negative.
-#[derive(Clone, Copy, Debug, Default)]
-struct CosineDistance;
-
-impl Distance<f32> for CosineDistance {
-    fn eval(&self, a: &[f32], b: &[f32]) -> f32 {
-        (1.0 - dot(a, b)).max(0.0)
-    }
-}
-
-/// Graph parameters, fixed for a graph's life.
+/// Graph parameters, fixed for a graph's life (except `ef_search`).
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct GraphParams {
     pub(crate) m: usize,
     pub(crate) ef_construction: usize,
+    pub(crate) ef_search: usize,
     pub(crate) parallel: bool,
+    pub(crate) contexts: usize,
 }
 
 /// An HNSW graph with tombstones.
 pub(crate) struct Ann {
-    graph: Hnsw<'static, f32, CosineDistance>,
+    index: Index,
     params: GraphParams,
-    dim: usize,
-    /// data id → key
-    keys: Vec<u64>,
-    /// data id → still the key's current point
-    live: Vec<bool>,
-    /// key → its current data id
-    ids: HashMap<u64, usize>,
+    /// Nodes ever added since the build, dead ones included.
+    points: usize,
     dead: usize,
 }
 
@@ -55,114 +41,128 @@ impl fmt::Debug for Ann {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Ann")
             .field("params", &self.params)
-            .field("points", &self.keys.len())
+            .field("points", &self.points)
             .field("dead", &self.dead)
             .finish_non_exhaustive()
     }
 }
 
+fn engine_error(e: impl fmt::Display) -> String {
+    format!("usearch: {e}")
+}
+
 impl Ann {
-    /// A graph over `items`; with `params.parallel` the points are inserted on rayon's pool.
+    /// A graph over `items`; with `params.parallel` the points are added from one scoped thread
+    /// per available core.
     pub(crate) fn build<'a>(
         dim: usize,
         params: GraphParams,
         items: impl ExactSizeIterator<Item = (u64, &'a [f32])>,
-    ) -> Self {
-        let n = items.len();
-        let graph = Hnsw::new(
-            params.m,
-            n.max(1),
-            MAX_LAYERS,
-            params.ef_construction,
-            CosineDistance,
-        );
-        let mut ann = Self {
-            graph,
-            params,
-            dim,
-            keys: Vec::with_capacity(n),
-            live: Vec::with_capacity(n),
-            ids: HashMap::with_capacity(n),
-            dead: 0,
+    ) -> Result<Self, String> {
+        let options = IndexOptions {
+            dimensions: dim,
+            metric: MetricKind::IP,
+            quantization: ScalarKind::F32,
+            connectivity: params.m,
+            expansion_add: params.ef_construction,
+            expansion_search: params.ef_search,
+            multi: false,
         };
-        let batch: Vec<(&[f32], usize)> = items
-            .enumerate()
-            .map(|(id, (key, v))| {
-                ann.keys.push(key);
-                ann.live.push(true);
-                ann.ids.insert(key, id);
-                (v, id)
-            })
-            .collect();
-        if params.parallel {
-            ann.graph.parallel_insert_slice(&batch);
+        let index = Index::new(&options).map_err(engine_error)?;
+        let n = items.len();
+        let threads = if params.parallel {
+            std::thread::available_parallelism().map_or(1, NonZeroUsize::get)
         } else {
-            for &item in &batch {
-                ann.graph.insert_slice(item);
-            }
-        }
-        ann
+            1
+        };
+        index
+            .reserve_capacity_and_threads(n.max(1024), params.contexts.max(threads))
+            .map_err(engine_error)?;
+        let items: Vec<(u64, &[f32])> = items.collect();
+        let chunk = n.div_ceil(threads).max(1);
+        let added: Result<(), String> = std::thread::scope(|s| {
+            let workers: Vec<_> = items
+                .chunks(chunk)
+                .map(|part| {
+                    let index = &index;
+                    s.spawn(move || {
+                        part.iter()
+                            .try_for_each(|(key, v)| index.add(*key, v).map_err(engine_error))
+                    })
+                })
+                .collect();
+            workers.into_iter().try_for_each(|w| {
+                w.join()
+                    .map_err(|_| "usearch: a build thread panicked".to_string())?
+            })
+        });
+        added?;
+        Ok(Self {
+            index,
+            params,
+            points: n,
+            dead: 0,
+        })
     }
 
-    /// Points in the graph, dead ones included.
+    /// Nodes in the graph, dead ones included.
     pub(crate) fn points(&self) -> usize {
-        self.keys.len()
+        self.points
     }
 
     pub(crate) fn dead(&self) -> usize {
         self.dead
     }
 
-    /// Adds `vector` as `key`'s point, retiring the key's previous point.
-    pub(crate) fn insert(&mut self, key: u64, vector: &[f32]) {
-        self.remove(key);
-        let id = self.keys.len();
-        self.keys.push(key);
-        self.live.push(true);
-        self.ids.insert(key, id);
-        self.graph.insert_slice((vector, id));
+    pub(crate) fn set_ef_search(&mut self, ef: usize) {
+        self.params.ef_search = ef;
+        self.index.change_expansion_search(ef);
     }
 
-    /// Retires `key`'s point; false when the key has none.
-    pub(crate) fn remove(&mut self, key: u64) -> bool {
-        let Some(id) = self.ids.remove(&key) else {
-            return false;
-        };
-        self.live[id] = false;
-        self.dead += 1;
-        true
+    /// Adds `vector` as `key`'s node, retiring the key's previous node.
+    pub(crate) fn insert(&mut self, key: u64, vector: &[f32]) -> Result<(), String> {
+        self.remove(key)?;
+        let needed = self.index.size() + 1;
+        if needed > self.index.capacity() {
+            let capacity = (self.index.capacity() * 2).max(needed);
+            self.index
+                .reserve_capacity_and_threads(capacity, self.params.contexts)
+                .map_err(engine_error)?;
+        }
+        self.index.add(key, vector).map_err(engine_error)?;
+        self.points += 1;
+        Ok(())
     }
 
-    /// Up to `ef` live candidates near `query` that `keep` accepts, as keys, nearest first
-    /// (by the graph's distance; the caller re-scores).
-    pub(crate) fn candidates<'a>(
-        &'a self,
+    /// Retires `key`'s node, if it has one.
+    pub(crate) fn remove(&mut self, key: u64) -> Result<(), String> {
+        let removed = self.index.remove(key).map_err(engine_error)?;
+        self.dead += removed;
+        Ok(())
+    }
+
+    /// Up to `k` live keys near `query` that `keep` accepts, nearest first (by the graph's
+    /// distance; the caller re-scores).
+    pub(crate) fn search(
+        &self,
         query: &[f32],
-        ef: usize,
-        keep: Option<&'a dyn Fn(u64) -> bool>,
-    ) -> impl Iterator<Item = u64> + 'a {
-        let found = self.graph.search(query, ef, ef);
-        found.into_iter().filter_map(move |n| {
-            let id = n.d_id;
-            if !self.live.get(id).copied().unwrap_or(false) {
-                return None;
-            }
-            let key = self.keys[id];
-            match keep {
-                Some(f) if !f(key) => None,
-                _ => Some(key),
-            }
-        })
+        k: usize,
+        keep: Option<&dyn Fn(u64) -> bool>,
+    ) -> Result<Vec<u64>, String> {
+        let found = match keep {
+            None => self.index.search(query, k),
+            Some(f) => self.index.filtered_search(query, k, f),
+        };
+        found.map(|m| m.keys).map_err(engine_error)
     }
 
-    /// An estimate of the bytes the graph holds: its own copy of every vector, the layer-0
-    /// neighbour lists (up to `2·M` entries, each an `Arc` to a heap record) and per-point
-    /// bookkeeping.
+    /// The graph's own count of the bytes it holds (vectors, neighbour lists, contexts).
     pub(crate) fn memory_bytes(&self) -> usize {
-        let per_point = self.dim * 4 + 2 * self.params.m * 40 + 200;
-        self.keys.len() * per_point
-            + self.keys.capacity() * 8
-            + self.live.capacity()
-            + self.ids.capacity() * 17
+        self.index.memory_usage()
+    }
+
+    /// The SIMD kernels USearch picked on this machine (e.g. `skylake`, `haswell`, `serial`).
+    pub(crate) fn kernels(&self) -> String {
+        self.index.hardware_acceleration()
     }
 }

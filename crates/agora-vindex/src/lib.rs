@@ -11,33 +11,38 @@
 //!   through `pulp`, no `unsafe` here) and a bounded top-k heap. Used below
 //!   [`IndexConfig::exact_below`] vectors, for filters that keep few keys, and always by
 //!   [`VectorIndex::exact_search`].
-//! - **HNSW** from the pure-Rust `hnsw_rs` crate, built once the index reaches
+//! - **HNSW** from the `usearch` crate (USearch, C++ compiled by cargo through `cxx`, with
+//!   NumKong's SIMD kernels chosen at run time), built once the index reaches
 //!   [`IndexConfig::exact_below`] vectors and grown by incremental inserts after that. A removed
-//!   or replaced key leaves a tombstone in the graph that searches skip; the graph is rebuilt
-//!   from the exact store when tombstones pass [`IndexConfig::rebuild_fraction`] of its points,
-//!   and dropped when the index shrinks below half of `exact_below`.
+//!   or replaced key leaves a tombstone in the graph that searches step through but never
+//!   return; the graph is rebuilt from the exact store when tombstones pass
+//!   [`IndexConfig::rebuild_fraction`] of its nodes, and dropped when the index shrinks below
+//!   half of `exact_below`. If the engine ever fails (an allocation refused, every search context
+//!   busy), the exact scan answers instead and [`VectorIndex::engine_error`] says why.
 //!
 //! ## Filters
 //! A filter keeps the keys for which it returns true. On the HNSW engine the index first
 //! estimates how many keys the filter keeps by calling it on up to 256 evenly spaced keys; when
 //! the estimate is below [`IndexConfig::filter_exact_below`] it scans exactly the kept keys
-//! (calling the filter once per key, with a dot product only for kept ones). Otherwise it asks the
-//! graph for `ef / p̂` candidates (`p̂` the kept fraction) and filters them; if that yields fewer
-//! than `k` hits, `ef` doubles up to eight times the configured `ef_search`, and the exact scan
-//! answers as a last resort. The filter must be a pure function of the key during one call.
+//! (calling the filter once per key, with a dot product only for kept ones). Otherwise the graph
+//! search applies the filter while it walks (USearch's filtered search); if that yields fewer
+//! than `k` hits the exact scan answers instead. The filter must be a pure function of the key
+//! during one call.
 //!
 //! ## Bounds, threads, cost
 //! - An index holds at most [`IndexConfig::max_vectors`] keys (default 500,000); inserting a new
 //!   key into a full index fails with [`IndexError::Full`] and changes nothing (replacing an
 //!   existing key always works). At 384 dimensions a vector costs about 1.6 KB in the exact store
-//!   plus about 3 KB in the graph (its own copy of the vector and the neighbour lists), so the
-//!   default bound is about 2.3 GB; [`VectorIndex::memory_bytes`] gives the estimate for the
-//!   current contents.
+//!   plus about 2 KB in the graph (its own copy of the vector and the neighbour lists), so the
+//!   default bound is under 2 GB; [`VectorIndex::memory_bytes`] gives the figure for the current
+//!   contents.
 //! - A search runs on the calling thread and takes `&self`: callers share an index behind a
-//!   `RwLock` and parallelise across searches. Graph builds (reaching `exact_below`, a tombstone
-//!   rebuild, [`VectorIndex::rebuild`]) run inside the `&mut self` call that causes them and
-//!   use rayon's global pool unless [`IndexConfig::parallel_build`] is false; a build of 100,000
-//!   vectors takes tens of seconds on two cores, an incremental insert about a millisecond.
+//!   `RwLock` and parallelise across searches, at most
+//!   [`IndexConfig::max_concurrent_searches`] at once on the graph (more fall back to the exact
+//!   scan). Graph builds (reaching `exact_below`, a tombstone rebuild, [`VectorIndex::rebuild`],
+//!   [`VectorIndex::extend`]) run inside the `&mut self` call that causes them, on one scoped
+//!   thread per core unless [`IndexConfig::parallel_build`] is false; a build of 100,000 vectors
+//!   takes tens of seconds on two cores, an incremental insert about a millisecond.
 //! - Sans IO: nothing is persisted; the owner rebuilds the index from its store at start.
 //!
 //! [`synth`] makes the seeded synthetic vectors the tests and the benchmark use.
@@ -55,9 +60,6 @@ const UNIT_TOLERANCE: f32 = 1e-3;
 
 /// Keys sampled to estimate how many keys a filter keeps.
 const FILTER_SAMPLE: usize = 256;
-
-/// The largest multiple of `ef_search` a filtered or tombstone-heavy search widens to.
-const EF_WIDEN_MAX: usize = 8;
 
 /// Index settings. The defaults were chosen by measurement (`cargo bench -p agora-vindex`, see
 /// `docs/performance.md`).
@@ -77,8 +79,10 @@ pub struct IndexConfig {
     pub filter_exact_below: usize,
     /// The graph is rebuilt when its dead points exceed this fraction of all its points.
     pub rebuild_fraction: f32,
-    /// Whether graph builds insert on rayon's global thread pool.
+    /// Whether graph builds insert from one thread per core.
     pub parallel_build: bool,
+    /// Concurrent searches the graph serves (USearch reserves a context for each).
+    pub max_concurrent_searches: usize,
 }
 
 impl Default for IndexConfig {
@@ -92,6 +96,7 @@ impl Default for IndexConfig {
             filter_exact_below: 20_000,
             rebuild_fraction: 0.2,
             parallel_build: true,
+            max_concurrent_searches: 64,
         }
     }
 }
@@ -140,6 +145,7 @@ pub struct VectorIndex {
     config: IndexConfig,
     flat: FlatStore,
     ann: Option<Ann>,
+    engine_error: Option<String>,
 }
 
 impl VectorIndex {
@@ -152,11 +158,13 @@ impl VectorIndex {
         config.ef_search = config.ef_search.max(1);
         config.exact_below = config.exact_below.max(1);
         config.rebuild_fraction = config.rebuild_fraction.clamp(0.01, 1.0);
+        config.max_concurrent_searches = config.max_concurrent_searches.max(1);
         Self {
             dim,
             config,
             flat: FlatStore::new(dim),
             ann: None,
+            engine_error: None,
         }
     }
 
@@ -199,12 +207,32 @@ impl VectorIndex {
         }
     }
 
-    /// Dead points waiting in the graph for the next rebuild (0 on the exact engine).
+    /// Dead nodes waiting in the graph for the next rebuild (0 on the exact engine).
     pub fn tombstones(&self) -> usize {
         self.ann.as_ref().map_or(0, Ann::dead)
     }
 
-    /// An estimate of the bytes held: the exact store (by capacity) plus the graph.
+    /// Why the graph engine was given up, if it was: searches then scan exactly until
+    /// [`rebuild`](Self::rebuild) succeeds.
+    pub fn engine_error(&self) -> Option<&str> {
+        self.engine_error.as_deref()
+    }
+
+    /// The SIMD kernels the graph engine picked on this machine (e.g. `skylake`, `haswell`),
+    /// when there is a graph.
+    pub fn graph_kernels(&self) -> Option<String> {
+        self.ann.as_ref().map(Ann::kernels)
+    }
+
+    /// Sets the HNSW `ef` used by searches from now on (at least 1).
+    pub fn set_ef_search(&mut self, ef: usize) {
+        self.config.ef_search = ef.max(1);
+        if let Some(ann) = &mut self.ann {
+            ann.set_ef_search(self.config.ef_search);
+        }
+    }
+
+    /// The bytes held: the exact store (by capacity) plus the graph's own count.
     pub fn memory_bytes(&self) -> usize {
         self.flat.memory_bytes() + self.ann.as_ref().map_or(0, Ann::memory_bytes)
     }
@@ -228,22 +256,30 @@ impl VectorIndex {
         Ok(())
     }
 
-    /// Stores `vector` under `key`, replacing the key's previous vector. May build or rebuild
-    /// the HNSW graph (see the crate documentation); on error nothing changes.
-    pub fn insert(&mut self, key: u64, vector: &[f32]) -> Result<(), IndexError> {
-        self.check(vector)?;
+    /// Refuses a new key when the index is full.
+    fn check_room(&self, key: u64) -> Result<(), IndexError> {
         if !self.flat.contains(key) && self.flat.len() >= self.config.max_vectors {
             return Err(IndexError::Full {
                 max: self.config.max_vectors,
             });
         }
+        Ok(())
+    }
+
+    /// Stores `vector` under `key`, replacing the key's previous vector. May build or rebuild
+    /// the HNSW graph (see the crate documentation); on error nothing changes.
+    pub fn insert(&mut self, key: u64, vector: &[f32]) -> Result<(), IndexError> {
+        self.check(vector)?;
+        self.check_room(key)?;
         self.flat.upsert(key, vector);
         match &mut self.ann {
-            Some(ann) => {
-                ann.insert(key, vector);
-                self.maybe_rebuild();
+            Some(ann) => match ann.insert(key, vector) {
+                Ok(()) => self.maybe_rebuild(),
+                Err(e) => self.give_up_graph(e),
+            },
+            None if self.flat.len() >= self.config.exact_below && self.engine_error.is_none() => {
+                self.rebuild();
             }
-            None if self.flat.len() >= self.config.exact_below => self.rebuild(),
             None => {}
         }
         Ok(())
@@ -256,29 +292,18 @@ impl VectorIndex {
         &mut self,
         items: impl IntoIterator<Item = (u64, &'a [f32])>,
     ) -> Result<(), IndexError> {
-        let result = self.extend_flat(items);
+        let mut result = Ok(());
+        for (key, vector) in items {
+            result = self.check(vector).and_then(|()| self.check_room(key));
+            if result.is_err() {
+                break;
+            }
+            self.flat.upsert(key, vector);
+        }
         if self.ann.is_some() || self.flat.len() >= self.config.exact_below {
             self.rebuild();
         }
         result
-    }
-
-    /// The exact-store half of [`extend`](Self::extend); any graph is dropped on the first new
-    /// vector and rebuilt by the caller.
-    fn extend_flat<'a>(
-        &mut self,
-        items: impl IntoIterator<Item = (u64, &'a [f32])>,
-    ) -> Result<(), IndexError> {
-        for (key, vector) in items {
-            self.check(vector)?;
-            if !self.flat.contains(key) && self.flat.len() >= self.config.max_vectors {
-                return Err(IndexError::Full {
-                    max: self.config.max_vectors,
-                });
-            }
-            self.flat.upsert(key, vector);
-        }
-        Ok(())
     }
 
     /// Removes `key`; false when it was not held.
@@ -287,8 +312,9 @@ impl VectorIndex {
             return false;
         }
         if let Some(ann) = &mut self.ann {
-            ann.remove(key);
-            if self.flat.len() < self.config.exact_below / 2 {
+            if let Err(e) = ann.remove(key) {
+                self.give_up_graph(e);
+            } else if self.flat.len() < self.config.exact_below / 2 {
                 self.ann = None;
             } else {
                 self.maybe_rebuild();
@@ -300,17 +326,30 @@ impl VectorIndex {
     /// Rebuilds the graph from the exact store (dropping every tombstone), or drops it when the
     /// index is below [`IndexConfig::exact_below`].
     pub fn rebuild(&mut self) {
+        self.ann = None;
         if self.flat.len() < self.config.exact_below {
-            self.ann = None;
             return;
         }
-        self.ann = None;
         let params = GraphParams {
             m: self.config.m,
             ef_construction: self.config.ef_construction,
+            ef_search: self.config.ef_search,
             parallel: self.config.parallel_build,
+            contexts: self.config.max_concurrent_searches,
         };
-        self.ann = Some(Ann::build(self.dim, params, self.flat.iter()));
+        match Ann::build(self.dim, params, self.flat.iter()) {
+            Ok(ann) => {
+                self.ann = Some(ann);
+                self.engine_error = None;
+            }
+            Err(e) => self.give_up_graph(e),
+        }
+    }
+
+    /// Drops the graph after an engine failure; the exact scan serves until a rebuild succeeds.
+    fn give_up_graph(&mut self, error: String) {
+        self.ann = None;
+        self.engine_error = Some(error);
     }
 
     fn maybe_rebuild(&mut self) {
@@ -330,38 +369,20 @@ impl VectorIndex {
         k: usize,
         filter: Option<&dyn Fn(u64) -> bool>,
     ) -> Vec<(u64, f32)> {
-        self.search_ef(query, k, self.config.ef_search, filter)
-    }
-
-    /// [`search`](Self::search) with an explicit HNSW `ef` (for measuring the recall/speed
-    /// trade-off; the exact engine ignores it).
-    pub fn search_ef(
-        &self,
-        query: &[f32],
-        k: usize,
-        ef: usize,
-        filter: Option<&dyn Fn(u64) -> bool>,
-    ) -> Vec<(u64, f32)> {
         if k == 0 || query.len() != self.dim {
             return Vec::new();
         }
         let Some(ann) = &self.ann else {
             return self.flat.search(query, k, filter);
         };
-        let mut ef = ef.max(k);
-        if let Some(keep) = filter {
-            let kept = self.estimate_kept(keep);
-            if kept < self.config.filter_exact_below {
-                return self.flat.search(query, k, filter);
-            }
-            // widen so that about `ef` kept candidates come back
-            ef = (ef * self.flat.len()).div_ceil(kept.max(1)).max(ef);
+        if let Some(keep) = filter
+            && self.estimate_kept(keep) < self.config.filter_exact_below
+        {
+            return self.flat.search(query, k, filter);
         }
-        let widest = (EF_WIDEN_MAX * ef).min(ann.points()).max(k);
-        ef = ef.min(widest);
-        loop {
+        if let Ok(keys) = ann.search(query, k, filter) {
             let mut top = TopK::new(k);
-            for key in ann.candidates(query, ef, filter) {
+            for key in keys {
                 if let Some(v) = self.flat.get(key) {
                     top.offer(Ranked {
                         score: dot(query, v),
@@ -372,11 +393,8 @@ impl VectorIndex {
             if top.len() >= k.min(self.flat.len()) {
                 return top.into_sorted();
             }
-            if ef >= widest {
-                return self.flat.search(query, k, filter);
-            }
-            ef = (ef * 2).min(widest);
         }
+        self.flat.search(query, k, filter)
     }
 
     /// The exact `k` nearest keys (same contract as [`search`](Self::search)), always by a scan.
