@@ -42,7 +42,8 @@
 //!   scan). Graph builds (reaching `exact_below`, a tombstone rebuild, [`VectorIndex::rebuild`],
 //!   [`VectorIndex::extend`]) run inside the `&mut self` call that causes them, on one scoped
 //!   thread per core unless [`IndexConfig::parallel_build`] is false; a build of 100,000 vectors
-//!   takes tens of seconds on two cores, an incremental insert about a millisecond.
+//!   took 2–4 minutes on the project's shared two-core machine, an incremental insert a few
+//!   milliseconds.
 //! - Sans IO: nothing is persisted; the owner rebuilds the index from its store at start.
 //!
 //! [`synth`] makes the seeded synthetic vectors the tests and the benchmark use.
@@ -65,7 +66,9 @@ const FILTER_SAMPLE: usize = 256;
 /// `docs/performance.md`).
 #[derive(Clone, Debug, PartialEq)]
 pub struct IndexConfig {
-    /// Below this many vectors searches scan exactly; at it the HNSW graph is built.
+    /// Below this many vectors searches scan exactly; at it the HNSW graph is built. Default
+    /// 20,000: the measured crossover is near 10,000 (both about 0.35 ms), and up to 20,000 the
+    /// scan stays under 1.5 ms with exact results and no graph to build or hold.
     pub exact_below: usize,
     /// Keys the index may hold; a new key beyond it is refused with [`IndexError::Full`].
     pub max_vectors: usize,
@@ -73,7 +76,8 @@ pub struct IndexConfig {
     pub m: usize,
     /// Candidate list size while inserting into the graph (at least `m`).
     pub ef_construction: usize,
-    /// Candidate list size while searching (at least `k`).
+    /// Candidate list size while searching (at least `k`). Default 64: recall@10 0.998 on the
+    /// clustered 100,000 × 384 benchmark set (32 gives 0.975, 16 gives 0.874).
     pub ef_search: usize,
     /// A filtered search whose kept keys are estimated below this count scans them exactly.
     pub filter_exact_below: usize,

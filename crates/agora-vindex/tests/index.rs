@@ -221,6 +221,30 @@ fn the_index_can_be_shared_across_threads() {
     assert_send_sync::<VectorIndex>();
 }
 
+#[test]
+fn more_concurrent_searches_than_graph_contexts_still_answer() {
+    let data = dataset(16, 1_000, 5);
+    let config = IndexConfig {
+        max_concurrent_searches: 1,
+        ..small_graph_config()
+    };
+    let index = filled(16, &data, config);
+    assert_eq!(index.engine(), Engine::Hnsw);
+    std::thread::scope(|s| {
+        for t in 0..4 {
+            let index = &index;
+            let data = &data;
+            s.spawn(move || {
+                for (i, (_, q)) in data.iter().enumerate().skip(t).step_by(4).take(100) {
+                    let hits = index.search(q, 10, None);
+                    assert_eq!(hits.len(), 10, "query {i}");
+                    assert!(hits.windows(2).all(|w| w[0].1 >= w[1].1));
+                }
+            });
+        }
+    });
+}
+
 /// recall@10 of the HNSW engine with the default settings at 20,000 clustered 384-d vectors.
 #[test]
 fn hnsw_recall_at_10_is_at_least_0_95_on_20000_clustered_vectors() {
