@@ -104,6 +104,7 @@ struct Report {
     estimate_mb: f64,
     exact: Latency,
     sweep: Vec<OursRow>,
+    kernels: String,
 }
 
 fn build(base: &[f32], config: IndexConfig) -> (VectorIndex, f64) {
@@ -140,6 +141,7 @@ fn measure(base: &[f32], queries: &[f32]) -> (VectorIndex, Report) {
         .collect();
     index.set_ef_search(IndexConfig::default().ef_search);
     let estimate_mb = index.memory_bytes() as f64 / 1e6;
+    let kernels = index.graph_kernels().unwrap_or_default();
     (
         index,
         Report {
@@ -148,6 +150,7 @@ fn measure(base: &[f32], queries: &[f32]) -> (VectorIndex, Report) {
             estimate_mb,
             exact,
             sweep,
+            kernels,
         },
     )
 }
@@ -219,11 +222,12 @@ fn print_report(name: &str, n: usize, nq: usize, ours: &Report, faiss: Result<&V
         .rss_mb
         .map_or_else(|| "n/a".into(), |m| format!("{m:.0} MB"));
     println!(
-        "ours  build (exact store + HNSW, {} threads) {:.1} s; memory: RSS +{rss}, memory_bytes {:.0} MB ({:.0} B/vector)",
+        "ours  build (exact store + HNSW, {} threads) {:.1} s; memory: RSS +{rss}, memory_bytes {:.0} MB ({:.0} B/vector); usearch kernels: {}",
         std::thread::available_parallelism().map_or(1, |n| n.get()),
         ours.build_s,
         ours.estimate_mb,
-        ours.estimate_mb * 1e6 / n as f64
+        ours.estimate_mb * 1e6 / n as f64,
+        ours.kernels
     );
     let faiss = match faiss {
         Ok(f) => f,
