@@ -22,6 +22,11 @@
 //! the barrier pool is beyond reach of a library; start the process with
 //! `CANDLE_NUM_THREADS=1` (or `RAYON_NUM_THREADS=1`) and it has no worker, so that each call
 //! computes on exactly one thread. [`candle_threads`] reports what the environment gives.
+//!
+//! Measured on two cores (`docs/performance.md`): a second thread does not speed up one short
+//! sentence (products that small are not split), and with the barrier pool left at two
+//! threads a batch of 16 ran slower than on one. A caller with its own bounded pool should use
+//! [`Threads::One`] and start the process with `CANDLE_NUM_THREADS=1`.
 
 use std::fs;
 use std::path::Path;
