@@ -2,7 +2,8 @@
 //!
 //! `agora agh …` exposes the AGH Network v0 engine to scripts (a stable contract: flags, output
 //! lines and exit codes are relied upon); `agora discover` and `agora ans …` talk to an AGTP
-//! Agent Name Service (`agtp`).
+//! Agent Name Service (`agtp`); `agora memory install-model` installs the sentence-embedding
+//! model the node's memory uses (`memory`).
 
 use std::process::ExitCode;
 
@@ -13,6 +14,7 @@ mod agtp;
 mod client;
 mod hyperspace;
 mod input;
+mod memory;
 mod node;
 
 /// jemalloc, whose background thread gives freed pages back to the system within seconds;
@@ -37,6 +39,9 @@ enum Command {
     /// Hyperspace tools: sign and verify v2 gossip envelopes.
     #[command(subcommand)]
     Hyperspace(hyperspace::HyperspaceCommand),
+    /// Semantic memory: install the sentence-embedding model.
+    #[command(subcommand)]
+    Memory(memory::MemoryCommand),
     /// Run a node: the AGH face for agents, the HTTP API, and the peer-to-peer mesh.
     Node(node::NodeArgs),
     /// Show a running node's identity, listeners, neighbours and counters.
@@ -88,6 +93,7 @@ fn main() -> ExitCode {
     match cli.command {
         Command::Agh(cmd) => agh::run(cmd),
         Command::Hyperspace(cmd) => hyperspace::run(cmd),
+        Command::Memory(cmd) => memory::run(cmd),
         Command::Node(args) => node::run(args),
         Command::Status { opts } => client::block_on(client::status(opts)),
         Command::Peers { opts, channel } => client::block_on(client::peers(opts, channel)),
