@@ -11,6 +11,7 @@ pub mod envelope;
 pub mod frames;
 pub mod guard;
 pub mod jsonrpc;
+pub mod memory;
 pub mod peer_id;
 pub mod recursive;
 pub mod state;

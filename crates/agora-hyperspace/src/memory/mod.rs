@@ -1,0 +1,30 @@
+//! The Memory primitive (`memory.*`), sans IO: the consistent hash ring that places memories on
+//! members, memory records and tombstones with last-writer-wins, the parameters of the six
+//! methods, the merge of partial search results, the node-to-node wire messages and the
+//! anti-entropy digests.
+//!
+//! Spec references (`hyperspace-gossiping-agents-protocol.txt`): §4.4 "Memory Primitive" (750
+//! virtual nodes, 3× replication, SHA-256 routing, O(log V) lookup; the methods and the
+//! `memory.search` example), §2.1 topic `hyperspace/crdt/sync/memory`, §8 −32007 "Replication
+//! Failed", §9.3 "Memory encryption at rest", "GDPR-compliant data deletion". The spec leaves the
+//! ring's details, ids, versions and the replication protocol open; the choices pinned here are
+//! listed in `docs/hyperspace-wire.md` "Memory" (each has one function and a vector or test).
+//!
+//! | module | owns |
+//! |---|---|
+//! | [`ring`] | the ring: positions, owners of a key, covering sets, which keys move |
+//! | [`record`] | memory records, tombstones, versions, the last-writer-wins merge, ids, times |
+//! | [`params`] | the six methods' parameters and their limits |
+//! | [`search`] | search hits and the merge of partial results |
+//! | [`wire`] | node-to-node requests and responses (`/agora/memory/1.0.0`) |
+//! | [`sync`] | anti-entropy digests and version diffs |
+
+pub mod params;
+pub mod record;
+pub mod ring;
+pub mod search;
+pub mod sync;
+pub mod wire;
+
+/// The gossip topic of memory synchronisation (spec §2.1).
+pub const SYNC_TOPIC: &str = "hyperspace/crdt/sync/memory";
