@@ -80,7 +80,38 @@ pub struct Config {
     /// Time budget of one such call, waiting included (`[rpc] guard_budget_ms`,
     /// `AGORA_RPC_GUARD_BUDGET_MS`).
     pub rpc_guard_budget: Duration,
+    /// `[memory]` settings.
+    pub memory: MemoryConfig,
 }
+
+/// `[memory]` settings (`docs/node.md` "Memory").
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MemoryConfig {
+    /// Hold memories and join the ring (`serve`, `AGORA_MEMORY_SERVE`; default true).
+    pub serve: bool,
+    /// `auto` (MiniLM when installed, else lexical), `minilm` or `lexical` (`embedder`,
+    /// `AGORA_MEMORY_EMBEDDER`).
+    pub embedder: String,
+    /// Worker threads for embeddings and searches (`workers`, `AGORA_MEMORY_WORKERS`; default 2).
+    pub workers: usize,
+    /// Most memories this node holds (`max_memories`, `AGORA_MEMORY_MAX_MEMORIES`; default
+    /// 200,000).
+    pub max_memories: usize,
+}
+
+impl Default for MemoryConfig {
+    fn default() -> Self {
+        Self {
+            serve: true,
+            embedder: "auto".to_owned(),
+            workers: 2,
+            max_memories: 200_000,
+        }
+    }
+}
+
+/// The embedders `[memory] embedder` accepts.
+pub const MEMORY_EMBEDDERS: [&str; 3] = ["auto", "minilm", "lexical"];
 
 /// `[agh]` settings.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -221,6 +252,7 @@ impl Default for Config {
             rpc_write_timeout: crate::rpc::WRITE_TIMEOUT,
             rpc_guard_workers: crate::hyperspace::LongCallSettings::default().workers,
             rpc_guard_budget: crate::hyperspace::LongCallSettings::default().budget,
+            memory: MemoryConfig::default(),
         }
     }
 }
@@ -285,6 +317,16 @@ struct File {
     agh: Option<FileAgh>,
     rpc: Option<FileRpc>,
     agtp: Option<FileAgtp>,
+    memory: Option<FileMemory>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FileMemory {
+    serve: Option<bool>,
+    embedder: Option<String>,
+    workers: Option<usize>,
+    max_memories: Option<usize>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -443,6 +485,14 @@ pub struct Overrides {
     pub agtp_tls: Option<bool>,
     /// `--insecure` / `AGORA_AGTP_INSECURE`: plain AGTP beyond loopback.
     pub agtp_insecure: Option<bool>,
+    /// `AGORA_MEMORY_SERVE`.
+    pub memory_serve: Option<bool>,
+    /// `AGORA_MEMORY_EMBEDDER`.
+    pub memory_embedder: Option<String>,
+    /// `AGORA_MEMORY_WORKERS`.
+    pub memory_workers: Option<usize>,
+    /// `AGORA_MEMORY_MAX_MEMORIES`.
+    pub memory_max_memories: Option<usize>,
 }
 
 impl Config {
@@ -509,6 +559,10 @@ impl Config {
             rpc_guard_budget_ms: file.rpc.as_ref().and_then(|r| r.guard_budget_ms),
             agtp_tls: file.agtp.as_ref().and_then(|a| a.tls),
             agtp_insecure: file.agtp.as_ref().and_then(|a| a.insecure),
+            memory_serve: file.memory.as_ref().and_then(|m| m.serve),
+            memory_embedder: file.memory.as_ref().and_then(|m| m.embedder.clone()),
+            memory_workers: file.memory.as_ref().and_then(|m| m.workers),
+            memory_max_memories: file.memory.as_ref().and_then(|m| m.max_memories),
         })?;
         if let Some(agtp) = file.agtp {
             self.apply_agtp(agtp, path)?;
@@ -536,6 +590,7 @@ impl Config {
     /// Applies one layer of overrides.
     pub fn apply(&mut self, o: Overrides) -> Result<(), ConfigError> {
         self.apply_access(&o)?;
+        self.apply_memory(&o)?;
         if let Some(d) = o.data {
             self.data = d;
         }
@@ -638,6 +693,37 @@ impl Config {
                 ));
             }
             self.rpc_guard_budget = Duration::from_millis(ms);
+        }
+        Ok(())
+    }
+
+    /// Applies the `[memory]` settings of one layer.
+    fn apply_memory(&mut self, o: &Overrides) -> Result<(), ConfigError> {
+        let m = &mut self.memory;
+        if let Some(serve) = o.memory_serve {
+            m.serve = serve;
+        }
+        if let Some(e) = &o.memory_embedder {
+            let e = e.trim();
+            if !MEMORY_EMBEDDERS.contains(&e) {
+                return Err(invalid(
+                    "memory.embedder",
+                    &format!("{e:?} is not one of auto, minilm, lexical"),
+                ));
+            }
+            e.clone_into(&mut m.embedder);
+        }
+        if let Some(n) = o.memory_workers {
+            if !(1..=64).contains(&n) {
+                return Err(invalid("memory.workers", "must be 1..64"));
+            }
+            m.workers = n;
+        }
+        if let Some(n) = o.memory_max_memories {
+            if !(1..=10_000_000).contains(&n) {
+                return Err(invalid("memory.max_memories", "must be 1..10000000"));
+            }
+            m.max_memories = n;
         }
         Ok(())
     }
@@ -806,6 +892,10 @@ impl Config {
             rpc_guard_budget_ms: number(&get, "AGORA_RPC_GUARD_BUDGET_MS")?,
             agtp_tls: boolean(&get, "AGORA_AGTP_TLS")?,
             agtp_insecure: boolean(&get, "AGORA_AGTP_INSECURE")?,
+            memory_serve: boolean(&get, "AGORA_MEMORY_SERVE")?,
+            memory_embedder: get("AGORA_MEMORY_EMBEDDER"),
+            memory_workers: number(&get, "AGORA_MEMORY_WORKERS")?,
+            memory_max_memories: number(&get, "AGORA_MEMORY_MAX_MEMORIES")?,
         })
     }
 
@@ -1244,6 +1334,36 @@ mod tests {
             ("[rpc]\nwrite_timeout_secs = 0", "rpc.write_timeout_secs:"),
             ("[rpc]\nguard_workers = 0", "rpc.guard_workers:"),
             ("[rpc]\nguard_budget_ms = 1", "rpc.guard_budget_ms:"),
+        ] {
+            refused(toml, key);
+        }
+    }
+
+    #[test]
+    fn memory_settings_layer_and_are_checked() {
+        let mut c = Config::default();
+        assert_eq!(c.memory, MemoryConfig::default());
+        c.apply_file(
+            "[memory]\nserve = false\nembedder = \"lexical\"\nworkers = 3\nmax_memories = 1000",
+            Path::new("agora.toml"),
+        )
+        .unwrap();
+        assert!(!c.memory.serve);
+        assert_eq!(c.memory.embedder, "lexical");
+        assert_eq!((c.memory.workers, c.memory.max_memories), (3, 1000));
+        let env = Config::env_overrides(|k| match k {
+            "AGORA_MEMORY_SERVE" => Some("on".to_owned()),
+            "AGORA_MEMORY_EMBEDDER" => Some("minilm".to_owned()),
+            _ => None,
+        })
+        .unwrap();
+        c.apply(env).unwrap();
+        assert!(c.memory.serve);
+        assert_eq!(c.memory.embedder, "minilm");
+        for (toml, key) in [
+            ("[memory]\nembedder = \"openai\"", "memory.embedder:"),
+            ("[memory]\nworkers = 0", "memory.workers:"),
+            ("[memory]\nmax_memories = 0", "memory.max_memories:"),
         ] {
             refused(toml, key);
         }

@@ -80,6 +80,9 @@ pub enum NodeError {
     /// The AGTP face could not be set up (keys, certificate, peers, index).
     #[error("agtp: {0}")]
     Agtp(String),
+    /// The memory service could not start (its key, its store, its embedder).
+    #[error("memory: {0}")]
+    Memory(String),
     /// A listener could not be bound or failed.
     #[error("{face} listener on {addr}: {source}")]
     Listen {
@@ -188,7 +191,46 @@ pub async fn run_until(
             },
         },
     ));
-    tokio::spawn(route_mesh_events(events_rx, agh_events_tx, hs_tx.clone()));
+    let (mem_tx, mem_rx) = mpsc::channel(4096);
+    let memory = {
+        let data = config.data.clone();
+        let settings = hyperspace::memory::MemorySettings {
+            serve: config.memory.serve,
+            embedder: config.memory.embedder.parse().map_err(NodeError::Memory)?,
+            model_dir: agora_embed::model_dir(&config.data),
+            workers: config.memory.workers,
+            max_memories: config.memory.max_memories,
+            ..hyperspace::memory::MemorySettings::default()
+        };
+        let (s, pid, key, m) = (
+            store.clone(),
+            mesh.peer_id().to_string(),
+            keys::signing_key(&keypair)?,
+            mesh_tx.clone(),
+        );
+        tokio::task::spawn_blocking(move || {
+            hyperspace::memory::prepare(&data, s, settings, &pid, key, m)
+        })
+        .await
+        .map_err(|e| NodeError::Memory(e.to_string()))?
+        .map_err(NodeError::Memory)?
+    };
+    let embedder = memory.embedder();
+    if embedder == agora_embed::Lexical::ID {
+        tracing::warn!(
+            "memory: no MiniLM model installed, embedding with the built-in lexical embedder \
+             (install the model with `agora memory install-model`)"
+        );
+    } else {
+        tracing::info!(embedder, "memory embedder");
+    }
+    tokio::spawn(hyperspace::memory::run(memory, mem_rx));
+    tokio::spawn(route_mesh_events(
+        events_rx,
+        agh_events_tx,
+        hs_tx.clone(),
+        Some(mem_tx.clone()),
+    ));
     let (closed_tx, mut closed_rx) = mpsc::channel::<u64>(256);
     let hs_closed = hs_tx.clone();
     tokio::spawn(async move {
@@ -203,10 +245,18 @@ pub async fn run_until(
         }
     });
     let (calls_tx, mut calls_rx) = mpsc::channel::<rpc::Call>(4096);
-    let hs_calls = hs_tx.clone();
+    let (hs_calls, mem_calls) = (hs_tx.clone(), mem_tx.clone());
     tokio::spawn(async move {
         while let Some(call) = calls_rx.recv().await {
-            if hs_calls.send(hyperspace::Input::Call(call)).await.is_err() {
+            let sent = if call.request.method.starts_with("memory.") {
+                mem_calls
+                    .send(hyperspace::memory::Input::Call(call))
+                    .await
+                    .is_ok()
+            } else {
+                hs_calls.send(hyperspace::Input::Call(call)).await.is_ok()
+            };
+            if !sent {
                 break;
             }
         }
@@ -284,6 +334,7 @@ pub async fn run_until(
         agh: agh_tx,
         mesh: mesh_tx,
         hyperspace: hs_tx,
+        memory: mem_tx,
         conn_ids: Arc::new(AtomicU64::new(1)),
         started,
         faces: Arc::new(faces),
@@ -464,10 +515,37 @@ pub async fn route_mesh_events(
     mut events: mpsc::Receiver<mesh::Event>,
     agh: mpsc::Sender<mesh::Event>,
     hs: mpsc::Sender<hyperspace::Input>,
+    memory: Option<mpsc::Sender<hyperspace::memory::Input>>,
 ) {
     use agora_hyperspace::announce::CAPABILITIES_PREFIX;
     while let Some(event) = events.recv().await {
         let input = match event {
+            mesh::Event::Gossip { topic, data, .. } if topic == hyperspace::memory::SYNC_TOPIC => {
+                if let Some(m) = &memory {
+                    // A full queue loses a sync message, which anti-entropy makes up for.
+                    let _ = m.try_send(hyperspace::memory::Input::Gossip(data));
+                }
+                continue;
+            }
+            mesh::Event::Direct {
+                proto: mesh::Proto::Memory,
+                peer,
+                data,
+                channel,
+            } => {
+                if let Some(m) = &memory
+                    && m.send(hyperspace::memory::Input::Peer {
+                        peer,
+                        data,
+                        channel,
+                    })
+                    .await
+                    .is_err()
+                {
+                    break;
+                }
+                continue;
+            }
             // Accepted inline and needing no verdict: nothing on those topics needs the service
             // yet (the GossipGate relays them without queuing a copy at all).
             mesh::Event::Gossip {

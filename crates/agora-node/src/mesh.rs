@@ -2,9 +2,10 @@
 //!
 //! Transport TCP + Noise + Yamux; behaviours identify, ping, Kademlia (server mode, protocol
 //! `/agora/kad/1.0.0`, addresses learned from identify, inbound records handed to the services
-//! for verification before they are stored), gossipsub and two request-response protocols:
-//! `/agora/envelope/1.0.0` for directed AGH envelopes and `/agora/hyperspace/1.0.0` for
-//! node-to-node Hyperspace requests (tool invocation, discovery answers). Bootstrap addresses are
+//! for verification before they are stored), gossipsub and three request-response protocols:
+//! `/agora/envelope/1.0.0` for directed AGH envelopes, `/agora/hyperspace/1.0.0` for
+//! node-to-node Hyperspace requests (tool invocation, discovery answers) and
+//! `/agora/memory/1.0.0` for the memory primitive's replication, reads and anti-entropy. Bootstrap addresses are
 //! dialled at start and re-dialled with exponential backoff whenever the connection is lost.
 //!
 //! Gossipsub (`docs/node.md` "Gossip topics" and "Gossip limits"):
@@ -52,6 +53,8 @@ pub const KAD_PROTOCOL: StreamProtocol = StreamProtocol::new("/agora/kad/1.0.0")
 pub const ENVELOPE_PROTOCOL: StreamProtocol = StreamProtocol::new("/agora/envelope/1.0.0");
 /// Protocol of node-to-node Hyperspace requests.
 pub const HYPERSPACE_PROTOCOL: StreamProtocol = StreamProtocol::new("/agora/hyperspace/1.0.0");
+/// Protocol name of node-to-node memory requests (replication, reads, searches, anti-entropy).
+pub const MEMORY_PROTOCOL: StreamProtocol = StreamProtocol::new("/agora/memory/1.0.0");
 /// Identify protocol version shared by every Agora node.
 pub const IDENTIFY_VERSION: &str = "/agora/1.0.0";
 /// Largest gossip message (the application limit, checked at validation) and directed request:
@@ -73,6 +76,10 @@ const MAX_RESPONSE_BYTES: u64 = 64 * 1024;
 const MAX_HS_RESPONSE_BYTES: u64 = MAX_MESSAGE_BYTES as u64;
 /// Largest DHT record value (a signed capability card).
 pub const MAX_RECORD_BYTES: usize = 256 * 1024;
+/// Largest memory response (search hits, listed entries, pulled entries with their vectors).
+const MAX_MEMORY_RESPONSE_BYTES: u64 = 8 * 1024 * 1024;
+/// How long an outbound memory request may take (the memory service waits less).
+const MEMORY_REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long an outbound Hyperspace request may take (a tool runs within it).
 const HS_REQUEST_TIMEOUT: Duration = Duration::from_secs(40);
 /// Lifetime of DHT records stored for others (refreshed by their publishers).
@@ -101,6 +108,8 @@ pub enum Proto {
     Envelope,
     /// `/agora/hyperspace/1.0.0`.
     Hyperspace,
+    /// `/agora/memory/1.0.0`.
+    Memory,
 }
 
 /// Where the peers found by a DHT query go.
@@ -299,6 +308,7 @@ struct Behaviour {
     gossipsub: FrameGuard,
     direct: Gated<request_response::Behaviour<BytesCodec>>,
     hs: Gated<request_response::Behaviour<BytesCodec>>,
+    mem: Gated<request_response::Behaviour<BytesCodec>>,
 }
 
 /// What an inline validator decided about a gossip message.
@@ -495,6 +505,14 @@ fn build_swarm(
                 [(HYPERSPACE_PROTOCOL, ProtocolSupport::Full)],
                 request_response::Config::default().with_request_timeout(HS_REQUEST_TIMEOUT),
             );
+            let mem = request_response::Behaviour::with_codec(
+                BytesCodec {
+                    max_request: MAX_MESSAGE_BYTES as u64,
+                    max_response: MAX_MEMORY_RESPONSE_BYTES,
+                },
+                [(MEMORY_PROTOCOL, ProtocolSupport::Full)],
+                request_response::Config::default().with_request_timeout(MEMORY_REQUEST_TIMEOUT),
+            );
             Ok(Behaviour {
                 identify: Gated::new(identify::Behaviour::new(identify::Config::new(
                     IDENTIFY_VERSION.to_owned(),
@@ -505,6 +523,7 @@ fn build_swarm(
                 gossipsub,
                 direct: Gated::new(direct),
                 hs: Gated::new(hs),
+                mem: Gated::new(mem),
             })
         })
         .map_err(|e| MeshError::Build(e.to_string()))?
@@ -711,6 +730,7 @@ impl Behaviour {
         match proto {
             Proto::Envelope => self.direct.send_request(peer, data),
             Proto::Hyperspace => self.hs.send_request(peer, data),
+            Proto::Memory => self.mem.send_request(peer, data),
         }
     }
 }
@@ -984,6 +1004,7 @@ fn handle_command(
             let _ = match proto {
                 Proto::Envelope => b.direct.send_response(channel, data),
                 Proto::Hyperspace => b.hs.send_response(channel, data),
+                Proto::Memory => b.mem.send_response(channel, data),
             };
         }
         Command::PutRecord { key, value } => {
@@ -1228,6 +1249,9 @@ fn handle_swarm_event(
         }
         SwarmEvent::Behaviour(BehaviourEvent::Hs(event)) => {
             direct_event(swarm, Proto::Hyperspace, event, queue, pending);
+        }
+        SwarmEvent::Behaviour(BehaviourEvent::Mem(event)) => {
+            direct_event(swarm, Proto::Memory, event, queue, pending);
         }
         SwarmEvent::Behaviour(BehaviourEvent::Kad(kad::Event::RoutingUpdated {
             peer,

@@ -54,6 +54,8 @@ pub struct AppState {
     pub mesh: mpsc::Sender<mesh::Command>,
     /// The Hyperspace service.
     pub hyperspace: mpsc::Sender<crate::hyperspace::Input>,
+    /// The memory service.
+    pub memory: mpsc::Sender<crate::hyperspace::memory::Input>,
     /// Connection id source.
     pub conn_ids: Arc<AtomicU64>,
     /// Node start time.
@@ -233,6 +235,17 @@ async fn status(State(state): State<AppState>) -> Response {
     let (Ok(mesh), Ok(agh)) = (rx.await, srx.await) else {
         return unavailable();
     };
+    let (mtx, mrx) = oneshot::channel();
+    let memory = if state
+        .memory
+        .send(crate::hyperspace::memory::Input::Status(mtx))
+        .await
+        .is_ok()
+    {
+        mrx.await.unwrap_or(serde_json::Value::Null)
+    } else {
+        serde_json::Value::Null
+    };
     Json(json!({
         "peer_id": mesh.peer_id,
         "uptime_secs": state.started.elapsed().as_secs(),
@@ -260,6 +273,7 @@ async fn status(State(state): State<AppState>) -> Response {
             "split_rpcs": mesh.split_rpcs,
         },
         "agh": agh,
+        "memory": memory,
     }))
     .into_response()
 }

@@ -16,7 +16,7 @@ use tokio::sync::{mpsc, oneshot};
 /// File name of the database inside the data directory.
 pub const DB_FILE: &str = "agora.redb";
 /// Current schema version.
-pub const SCHEMA_VERSION: u64 = 5;
+pub const SCHEMA_VERSION: u64 = 6;
 
 const META: TableDefinition<'_, &str, u64> = TableDefinition::new("meta");
 /// Local capability catalogs: Peer ID → catalog JSON (`{"capabilities":[…]}`).
@@ -34,6 +34,9 @@ const HS_RECORDS: TableDefinition<'_, &str, &str> = TableDefinition::new("hs_rec
 const ANS_AGENTS: TableDefinition<'_, &str, &str> = TableDefinition::new("ans_agents");
 /// The ANS audit log: 20-digit zero-padded sequence number → JSON record.
 const ANS_AUDIT: TableDefinition<'_, &str, &str> = TableDefinition::new("ans_audit");
+/// Memories this node holds as a replica: memory id → sealed entry (`hyperspace::memory::vault`:
+/// base64 of nonce and XChaCha20-Poly1305 ciphertext of the entry's JSON, live or tombstone).
+const HS_MEMORIES: TableDefinition<'_, &str, &str> = TableDefinition::new("hs_memories");
 
 /// The tables holding text rows.
 #[derive(Clone, Copy, Debug)]
@@ -45,10 +48,11 @@ enum Table {
     HsRecords,
     AnsAgents,
     AnsAudit,
+    HsMemories,
 }
 
 impl Table {
-    const ALL: [Self; 7] = [
+    const ALL: [Self; 8] = [
         Self::Catalogs,
         Self::Interactions,
         Self::HsSessions,
@@ -56,6 +60,7 @@ impl Table {
         Self::HsRecords,
         Self::AnsAgents,
         Self::AnsAudit,
+        Self::HsMemories,
     ];
 
     fn def(self) -> TableDefinition<'static, &'static str, &'static str> {
@@ -67,6 +72,7 @@ impl Table {
             Self::HsRecords => HS_RECORDS,
             Self::AnsAgents => ANS_AGENTS,
             Self::AnsAudit => ANS_AUDIT,
+            Self::HsMemories => HS_MEMORIES,
         }
     }
 }
@@ -257,6 +263,30 @@ impl Store {
         self.delete(Table::HsTools, tool_id).await
     }
 
+    /// Stores a sealed memory row (live or tombstone); returns once it is durable.
+    pub async fn put_hs_memory(&self, id: &str, row: &str) -> Result<(), StoreError> {
+        self.put(Table::HsMemories, id, row).await
+    }
+
+    /// The sealed row of memory `id` (a blocking read).
+    pub fn hs_memory(&self, id: &str) -> Result<Option<String>, StoreError> {
+        let err = |e: &dyn std::fmt::Display| StoreError::Db {
+            path: self.path.to_path_buf(),
+            message: e.to_string(),
+        };
+        let txn = self.db.begin_read().map_err(|e| err(&e))?;
+        let table = txn.open_table(HS_MEMORIES).map_err(|e| err(&e))?;
+        Ok(table
+            .get(id)
+            .map_err(|e| err(&e))?
+            .map(|v| v.value().to_owned()))
+    }
+
+    /// Every sealed memory row, by id (a blocking read).
+    pub fn hs_memories(&self) -> Result<Vec<(String, String)>, StoreError> {
+        self.read_all(HS_MEMORIES)
+    }
+
     /// Every stored Hyperspace tool, by id (a blocking read).
     pub fn hs_tools(&self) -> Result<Vec<(String, String)>, StoreError> {
         self.read_all(HS_TOOLS)
@@ -397,7 +427,7 @@ fn migrate(db: &Database, path: &Path) -> Result<(), StoreError> {
             // Migrations, in order: 0 (a fresh file) → 1 creates the catalogs table, 1 → 2 the
             // interactions table, 2 → 3 the Hyperspace sessions table, 3 → 4 the Hyperspace
             // tools and card records tables, 4 → 5 the ANS agents
-            // and audit tables.
+            // and audit tables, 5 → 6 the memories table.
             found => {
                 let from = found.unwrap_or(0);
                 if from < 1 {
@@ -416,6 +446,9 @@ fn migrate(db: &Database, path: &Path) -> Result<(), StoreError> {
                 if from < 5 {
                     txn.open_table(ANS_AGENTS).map_err(|e| err(&e))?;
                     txn.open_table(ANS_AUDIT).map_err(|e| err(&e))?;
+                }
+                if from < 6 {
+                    txn.open_table(HS_MEMORIES).map_err(|e| err(&e))?;
                 }
                 meta.insert("schema_version", SCHEMA_VERSION)
                     .map_err(|e| err(&e))?;

@@ -6,8 +6,14 @@
 //! - Hyperspace tools across 3 nodes: `tool.discover` latency (card known, and the first call on a
 //!   node that just joined) and `tool.invoke` round trips.
 //!
+//! - Hyperspace memory across 3 nodes: `memory.store` round trips (lexical embedder, and
+//!   all-MiniLM-L6-v2 when `AGORA_MINILM_DIR` names the installed model), `memory.search` with
+//!   `MEMORY_BENCH_N` (default 100,000) memories spread over the 3 nodes, and `state.getSession`
+//!   answered while the memory workers embed.
+//!
 //! Run: `cargo bench -p agora --bench mesh` (prints a table; figures go in docs/performance.md);
-//! `-- rpc` for JSON-RPC calls only, `-- tools` for the Hyperspace tool figures only.
+//! `-- rpc` for JSON-RPC calls only, `-- tools` for the Hyperspace tool figures only, `-- memory`
+//! for the memory figures only.
 //! This is a measurement harness, not a test: it asserts nothing about the numbers.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout)]
@@ -352,7 +358,12 @@ fn main() {
         .unwrap();
     let only_rpc = std::env::args().any(|a| a == "rpc");
     let only_tools = std::env::args().any(|a| a == "tools");
+    let only_memory = std::env::args().any(|a| a == "memory");
     rt.block_on(async {
+        if only_memory {
+            memory_bench().await;
+            return;
+        }
         if only_tools {
             let [warm, cold, invoke] = hyperspace_tools(500).await;
             let ms = |d: Duration| d.as_secs_f64() * 1e3;
@@ -402,4 +413,258 @@ fn main() {
             println!("| say broadcast throughput A→C over B, 20,000 messages, {window} in flight | {rate:.0} envelopes/s ({got} delivered) |");
         }
     });
+}
+
+/// Three memory nodes in a line (A–B–C), embedding with `embedder`; waits until each sees 3
+/// members. The MiniLM model is linked into each data directory from `AGORA_MINILM_DIR`.
+async fn memory_nodes(dir: &std::path::Path, embedder: &str) -> Vec<Node> {
+    let mut nodes: Vec<Node> = Vec::new();
+    for i in 0..3 {
+        let data = dir.join(format!("{embedder}-{i}"));
+        if embedder == "minilm" {
+            let model = std::env::var_os("AGORA_MINILM_DIR").expect("AGORA_MINILM_DIR");
+            std::fs::create_dir_all(data.join("models")).unwrap();
+            std::os::unix::fs::symlink(model, data.join("models").join("all-minilm-l6-v2"))
+                .unwrap();
+        }
+        let boot: Vec<&str> = nodes.last().map(|n| n.p2p.as_str()).into_iter().collect();
+        nodes.push(support::spawn_node_env(
+            &data,
+            &boot,
+            30,
+            &[],
+            &[("AGORA_MEMORY_EMBEDDER", embedder)],
+        ));
+    }
+    for node in &nodes {
+        let http = node.http.clone();
+        eventually(Duration::from_secs(60), async || {
+            (support::get_json(&http, "/status").await["memory"]["members"] == 3).then_some(())
+        })
+        .await
+        .expect("3 memory members");
+    }
+    nodes
+}
+
+/// Synthetic sentences on many subjects (deterministic).
+fn sentence(i: usize) -> String {
+    const WHO: [&str; 12] = [
+        "The engineer",
+        "A chef",
+        "Our team",
+        "The runner",
+        "My neighbour",
+        "The pilot",
+        "A student",
+        "The gardener",
+        "The doctor",
+        "An artist",
+        "The farmer",
+        "The driver",
+    ];
+    const DID: [&str; 12] = [
+        "fixed the flaky build",
+        "cooked a spicy curry",
+        "shipped the release",
+        "ran a marathon",
+        "painted the fence",
+        "landed in heavy wind",
+        "passed the exam",
+        "planted tomatoes",
+        "treated a fever",
+        "sketched the harbour",
+        "harvested wheat",
+        "crossed the mountain pass",
+    ];
+    const WHEN: [&str; 10] = [
+        "on Monday",
+        "before dawn",
+        "after lunch",
+        "in the rain",
+        "last winter",
+        "during the storm",
+        "at the weekend",
+        "in spring",
+        "late at night",
+        "this morning",
+    ];
+    format!(
+        "{} {} {} (note {i}).",
+        WHO[i % 12],
+        DID[(i / 12) % 12],
+        WHEN[(i / 144) % 10]
+    )
+}
+
+async fn store_latency(node: &Node, n: usize) -> (Duration, Duration) {
+    let mut ws = support::rpc_connect(&node.rpc).await;
+    let mut times = Vec::with_capacity(n);
+    for i in 0..n {
+        let t = Instant::now();
+        let r = support::rpc_call(
+            &mut ws,
+            i as u64 + 1,
+            "memory.store",
+            json!({"content": sentence(i)}),
+        )
+        .await;
+        times.push(t.elapsed());
+        assert_eq!(r["result"]["replicas"], 3, "{r}");
+    }
+    times.sort();
+    (percentile(&times, 0.5), percentile(&times, 0.99))
+}
+
+async fn memory_bench() {
+    use futures::{SinkExt, StreamExt};
+    let ms = |d: Duration| d.as_secs_f64() * 1e3;
+    let dir = tempfile::tempdir().unwrap();
+    let minilm = std::env::var_os("AGORA_MINILM_DIR").is_some();
+    let n: usize = std::env::var("MEMORY_BENCH_N")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(100_000);
+    let lexical = memory_nodes(dir.path(), "lexical").await;
+    let (p50, p99) = store_latency(&lexical[0], 500).await;
+    println!(
+        "| memory.store on A, 3 nodes, 3 replicas, lexical embedder, 500 calls | p50 {:.2} ms, p99 {:.2} ms |",
+        ms(p50),
+        ms(p99)
+    );
+    drop(lexical);
+    if !minilm {
+        println!("skipped: MiniLM figures (set AGORA_MINILM_DIR to the installed model)");
+        return;
+    }
+    let nodes = memory_nodes(dir.path(), "minilm").await;
+    let (p50, p99) = store_latency(&nodes[0], 500).await;
+    println!(
+        "| memory.store on A, 3 nodes, 3 replicas, all-MiniLM-L6-v2, 500 calls | p50 {:.2} ms, p99 {:.2} ms |",
+        ms(p50),
+        ms(p99)
+    );
+    // Fill: batches of 64 stores, spread over the three nodes.
+    let started = Instant::now();
+    let mut conns = Vec::new();
+    for node in &nodes {
+        conns.push(support::rpc_connect(&node.rpc).await);
+    }
+    let mut i = 500;
+    while i < n {
+        let batch: Vec<serde_json::Value> = (i..(i + 64).min(n))
+            .map(|j| json!({"jsonrpc": "2.0", "id": j, "method": "memory.store", "params": {"content": sentence(j)}}))
+            .collect();
+        let ws = &mut conns[(i / 64) % 3];
+        ws.send(tokio_tungstenite::tungstenite::Message::Text(
+            serde_json::to_string(&batch).unwrap().into(),
+        ))
+        .await
+        .unwrap();
+        loop {
+            let Some(Ok(tokio_tungstenite::tungstenite::Message::Text(t))) = ws.next().await else {
+                panic!("connection closed")
+            };
+            let v: serde_json::Value = serde_json::from_str(t.as_str()).unwrap();
+            if let Some(items) = v.as_array() {
+                for item in items {
+                    assert!(item["result"]["id"].is_string(), "{item}");
+                }
+                break;
+            }
+        }
+        i += 64;
+    }
+    println!(
+        "| filling {n} memories (MiniLM, batches of 64 over 3 nodes) | {:.0} s, {:.0} stores/s |",
+        started.elapsed().as_secs_f64(),
+        n as f64 / started.elapsed().as_secs_f64()
+    );
+    let mut search = support::rpc_connect(&nodes[1].rpc).await;
+    let mut times = Vec::new();
+    let mut reported = Vec::new();
+    for q in 0..300 {
+        let t = Instant::now();
+        let r = support::rpc_call(
+            &mut search,
+            q + 1,
+            "memory.search",
+            json!({"query": sentence(q as usize * 7 + 3), "limit": 10}),
+        )
+        .await;
+        times.push(t.elapsed());
+        reported.push(r["result"]["searchTime"].as_u64().unwrap_or(0));
+        assert!(
+            r["result"]["memories"]
+                .as_array()
+                .is_some_and(|m| !m.is_empty()),
+            "{r}"
+        );
+    }
+    times.sort();
+    reported.sort_unstable();
+    println!(
+        "| memory.search on B, {n} memories over 3 nodes, MiniLM query embedding included, 300 calls | p50 {:.2} ms, p99 {:.2} ms (searchTime p50 {} ms) |",
+        ms(percentile(&times, 0.5)),
+        ms(percentile(&times, 0.99)),
+        reported[reported.len() / 2]
+    );
+    // state.* stays fast while the memory workers embed: a session call on A during a stream of
+    // stores on A.
+    let mut state = support::rpc_connect(&nodes[0].rpc).await;
+    let created = support::rpc_call(
+        &mut state,
+        1,
+        "state.createSession",
+        json!({"agentName": "bench"}),
+    )
+    .await;
+    let session = created["result"]["sessionId"].as_str().unwrap().to_owned();
+    let mut idle = Vec::new();
+    for k in 0..200 {
+        let t = Instant::now();
+        support::rpc_call(
+            &mut state,
+            10 + k,
+            "state.getSession",
+            json!({"sessionId": session}),
+        )
+        .await;
+        idle.push(t.elapsed());
+    }
+    let loader_rpc = nodes[0].rpc.clone();
+    let loader = tokio::spawn(async move {
+        let mut ws = support::rpc_connect(&loader_rpc).await;
+        for j in 0..400usize {
+            let batch: Vec<serde_json::Value> = (0..8).map(|k| json!({"jsonrpc": "2.0", "id": j * 8 + k, "method": "memory.store", "params": {"content": sentence(n + j * 8 + k)}})).collect();
+            ws.send(tokio_tungstenite::tungstenite::Message::Text(
+                serde_json::to_string(&batch).unwrap().into(),
+            ))
+            .await
+            .unwrap();
+            let _ = ws.next().await;
+        }
+    });
+    let mut busy = Vec::new();
+    for k in 0..200 {
+        let t = Instant::now();
+        support::rpc_call(
+            &mut state,
+            1000 + k,
+            "state.getSession",
+            json!({"sessionId": session}),
+        )
+        .await;
+        busy.push(t.elapsed());
+    }
+    loader.abort();
+    idle.sort();
+    busy.sort();
+    println!(
+        "| state.getSession on A, idle / while A embeds memory.store batches | p50 {:.2} / {:.2} ms, p99 {:.2} / {:.2} ms |",
+        ms(percentile(&idle, 0.5)),
+        ms(percentile(&busy, 0.5)),
+        ms(percentile(&idle, 0.99)),
+        ms(percentile(&busy, 0.99))
+    );
 }

@@ -111,6 +111,7 @@ pub(crate) fn run(args: NodeArgs) -> ExitCode {
         allowed_hosts: args.allow_host,
         public_reads: args.public_reads.then_some(true),
         agh_max_channels: args.agh_max_channels,
+        ..Overrides::default()
     };
     let config = Config::load(args.config.as_deref(), Overrides::default()).and_then(|mut c| {
         c.apply(Config::env_overrides(|k| std::env::var(k).ok())?)?;

@@ -2,12 +2,14 @@
 //! over the topic, `from`/`pk`, freshness, replay window) inside gossipsub's validation hook, in
 //! the mesh task, before the message can be forwarded. Topics whose messages change the service's
 //! state (capabilities, discovery asks) are then deferred to the service, which decides from the
-//! content; every other Hyperspace topic is accepted here and relayed at once, and since no
-//! service reads those, the mesh queues no copy of them ([`Verdict::Relay`]).
+//! content; memory sync messages are accepted here and a copy goes to the memory service
+//! ([`Verdict::Accept`]); every other Hyperspace topic is accepted here and relayed at once, and
+//! since no service reads those, the mesh queues no copy of them ([`Verdict::Relay`]).
 
 use std::sync::Mutex;
 
 use agora_hyperspace::announce::{CAPABILITIES_PREFIX, DISCOVERY_TOPIC};
+use agora_hyperspace::memory::SYNC_TOPIC;
 use agora_hyperspace::{KeyCache, ReplayWindow};
 
 use super::now_ms;
@@ -55,6 +57,8 @@ impl GossipValidator for GossipGate {
             Ok(()) if topic.starts_with(CAPABILITIES_PREFIX) || topic == DISCOVERY_TOPIC => {
                 Verdict::Defer
             }
+            // Memory sync: forwarded at once, and the memory service applies a copy.
+            Ok(()) if topic == SYNC_TOPIC => Verdict::Accept,
             Ok(()) => Verdict::Relay,
             Err(e) if e.is_benign() => Verdict::Ignore,
             Err(e) => {
@@ -96,6 +100,11 @@ mod tests {
                 envelope(DISCOVERY_TOPIC, now_ms()).as_bytes()
             ),
             Verdict::Defer
+        );
+        let sync = SYNC_TOPIC;
+        assert_eq!(
+            gate.validate(sync, envelope(sync, now_ms()).as_bytes()),
+            Verdict::Accept
         );
         assert_eq!(gate.validate(tasks, b"\xff"), Verdict::Reject);
         assert_eq!(

@@ -53,6 +53,8 @@ impl Default for LongCallSettings {
 pub(super) struct LongCalls {
     permits: Arc<Semaphore>,
     settings: LongCallSettings,
+    /// What the workers do: names their threads (`agora-{what}`) and the errors.
+    what: &'static str,
 }
 
 /// A call's outcome.
@@ -62,9 +64,16 @@ impl LongCalls {
     /// A pool with `settings` (at least one worker).
     #[must_use]
     pub(super) fn new(settings: LongCallSettings) -> Self {
+        Self::named("guard", settings)
+    }
+
+    /// A pool whose workers do `what` (thread names `agora-{what}`, errors "no {what} worker").
+    #[must_use]
+    pub(super) fn named(what: &'static str, settings: LongCallSettings) -> Self {
         Self {
             permits: Arc::new(Semaphore::new(settings.workers.max(1))),
             settings,
+            what,
         }
     }
 
@@ -83,9 +92,16 @@ impl LongCalls {
         });
     }
 
-    async fn run<F>(&self, method: &str, deadline: Instant, job: F) -> Outcome
+    /// Runs `job` (for `method`) on a worker, waiting for one and for the job until `deadline`.
+    pub(super) async fn run<T, F>(
+        &self,
+        method: &str,
+        deadline: Instant,
+        job: F,
+    ) -> Result<T, RpcError>
     where
-        F: FnOnce() -> Outcome + Send + 'static,
+        T: Send + 'static,
+        F: FnOnce() -> Result<T, RpcError> + Send + 'static,
     {
         let permit = match tokio::time::timeout_at(
             deadline,
@@ -94,23 +110,32 @@ impl LongCalls {
         .await
         {
             Ok(Ok(permit)) => permit,
-            Ok(Err(_)) => return Err(RpcError::internal_error().with_message("no guard workers")),
+            Ok(Err(_)) => {
+                return Err(
+                    RpcError::internal_error().with_message(format!("no {} workers", self.what))
+                );
+            }
             Err(_) => return Err(self.out_of_time(method, "busy")),
         };
         let (tx, rx) = oneshot::channel();
         let worker = std::thread::Builder::new()
-            .name("agora-guard".into())
+            .name(format!("agora-{}", self.what))
             .stack_size(self.settings.stack_bytes)
             .spawn(move || work(job, tx, permit));
         if let Err(error) = worker {
-            tracing::warn!(%error, "cannot start a guard worker");
-            return Err(RpcError::internal_error().with_message("cannot start a guard worker"));
+            tracing::warn!(%error, what = self.what, "cannot start a worker");
+            return Err(RpcError::internal_error()
+                .with_message(format!("cannot start a {} worker", self.what)));
         }
         match tokio::time::timeout_at(deadline, rx).await {
             Ok(Ok(outcome)) => outcome,
             Ok(Err(_)) => Err(RpcError::internal_error().with_message(format!("{method} failed"))),
             Err(_) => {
-                tracing::info!(method, "a long guard call ran out of its time budget");
+                tracing::info!(
+                    method,
+                    "a long {} call ran out of its time budget",
+                    self.what
+                );
                 Err(self.out_of_time(method, "timeout"))
             }
         }
@@ -120,7 +145,10 @@ impl LongCalls {
     fn out_of_time(&self, method: &str, reason: &str) -> RpcError {
         let budget_ms = u64::try_from(self.settings.budget.as_millis()).unwrap_or(u64::MAX);
         let message = if reason == "busy" {
-            format!("Rate Limited: no guard worker was free within {budget_ms} ms")
+            format!(
+                "Rate Limited: no {} worker was free within {budget_ms} ms",
+                self.what
+            )
         } else {
             format!("Rate Limited: {method} did not finish within {budget_ms} ms")
         };
@@ -136,9 +164,9 @@ impl LongCalls {
 }
 
 /// The worker thread: runs the job, answers, and only then gives its place back.
-fn work<F>(job: F, reply: oneshot::Sender<Outcome>, permit: OwnedSemaphorePermit)
+fn work<T, F>(job: F, reply: oneshot::Sender<Result<T, RpcError>>, permit: OwnedSemaphorePermit)
 where
-    F: FnOnce() -> Outcome,
+    F: FnOnce() -> Result<T, RpcError>,
 {
     let outcome = job();
     let _ = reply.send(outcome);

@@ -10,6 +10,7 @@
 //! | [`invoke`] | `tool.invoke` of local and remote tools, and node-to-node requests |
 //! | [`gate`] | the inline check of every `hyperspace/…` gossip message, in the mesh task |
 //! | [`guard`] | `guard.validate` and `guard.checkSafety`, run on a bounded pool of worker threads within a time budget, never on this task |
+//! | [`memory`] | the Memory primitive (`memory.*`): a task of its own, its redb table, its worker pool |
 //!
 //! Gossip (spec §2.1, §7.2; `docs/hyperspace-wire.md`): every message on a `hyperspace/…` topic
 //! is a v2 signed envelope, verified once by the [`GossipGate`] inside gossipsub's validation
@@ -34,6 +35,7 @@ mod discover;
 mod gate;
 mod guard;
 mod invoke;
+pub mod memory;
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};

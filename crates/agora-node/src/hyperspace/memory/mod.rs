@@ -1,0 +1,1254 @@
+//! The Memory primitive (`memory.*`): distributed semantic memory across the mesh.
+//!
+//! Spec (`hyperspace-gossiping-agents-protocol.txt`): §4.4 "Memory Primitive" (750 virtual
+//! nodes, 3× replication, SHA-256 routing, the six methods and their shapes), §2.1 topic
+//! `hyperspace/crdt/sync/memory`, §8 −32007 "Replication Failed", §9.3 "Memory encryption at
+//! rest" and "GDPR-compliant data deletion". The sans-IO pieces (ring, records, parameters,
+//! merge of partial results, last-writer-wins, wire messages, anti-entropy digests) are
+//! `agora_hyperspace::memory`; decisions are in `docs/hyperspace-wire.md` "Memory" and
+//! `docs/node.md` "Memory".
+//!
+//! | module | owns |
+//! |---|---|
+//! | this one | the memory task: JSON-RPC calls, node-to-node requests (`/agora/memory/1.0.0`), gossip on the sync topic, heartbeats, re-replication and anti-entropy rounds |
+//! | [`members`] | the members of this node's ring view (signed heartbeats, expiry, suspicion) |
+//! | [`shard`] | the memories this node holds: redb table `hs_memories`, the in-memory table, one vector index per embedder |
+//! | [`vault`] | encryption at rest (XChaCha20-Poly1305, key file `memory.key`) |
+//! | [`embedders`] | the embedders (all-MiniLM-L6-v2 when installed, the lexical fallback) |
+//!
+//! Work that costs CPU (embedding, vector search, the owner walk of an anti-entropy round) runs
+//! on the memory worker pool ([`MemorySettings::workers`] threads, each call within
+//! [`MemorySettings::budget`]); the task and the per-call tasks only wait for it, so `state.*` and
+//! `guard.*` calls, which the Hyperspace service answers on its own task, are never behind an
+//! embedding.
+//!
+//! Writes: the node that takes `memory.store` embeds once, builds the record (its id
+//! `mem-<24 hex>`, version `(now, this node)`) and sends it to the key's owners; it answers when
+//! `min(3, members)` of them hold it durably, `members` counted after the attempt (an owner that
+//! did not answer is suspected and leaves the view, so a node that just died does not fail every
+//! write until its heartbeat expires). Fewer → −32007 with `data {required, acknowledged}`, and
+//! the write is undone: a tombstone newer than the record goes to the owners that took it, so
+//! nothing is half visible. Deletes and tier changes are versioned entries replicated the same
+//! way and also gossiped (signed v2 envelopes) on the sync topic.
+
+mod embedders;
+mod members;
+mod shard;
+mod vault;
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use agora_hyperspace::jsonrpc::{RpcCode, RpcError};
+use agora_hyperspace::memory::params::{
+    ArchiveParams, DeleteParams, GetParams, ListParams, MemoryLimits, SearchParams, StoreParams,
+};
+use agora_hyperspace::memory::record::{
+    Entry, MemoryRecord, Tier, Tombstone, Version, new_memory_id,
+};
+use agora_hyperspace::memory::search::{SearchHit, merge_hits};
+use agora_hyperspace::memory::sync::{diff, digest};
+use agora_hyperspace::memory::wire::{MemoryRequest, MemoryResponse};
+use ed25519_dalek::SigningKey;
+use futures::future::join_all;
+use libp2p::PeerId;
+use libp2p::request_response::ResponseChannel;
+use serde_json::{Value, json};
+use tokio::sync::{Semaphore, mpsc, oneshot};
+use tokio::time::Instant;
+
+pub use embedders::{EmbedderChoice, Embedders};
+use members::Members;
+use shard::Shard;
+use vault::Vault;
+
+use super::guard::{LongCallSettings, LongCalls};
+use super::{now_ms, random_hex};
+use crate::mesh;
+use crate::rpc::{Call, Principal};
+use crate::store::Store;
+
+/// The gossip topic of memory synchronisation (spec §2.1).
+pub const SYNC_TOPIC: &str = agora_hyperspace::memory::SYNC_TOPIC;
+/// Replication factor (spec §4.4: primary + 2).
+pub const REPLICAS: usize = agora_hyperspace::memory::ring::REPLICAS;
+/// Memory calls and node-to-node requests handled at once; beyond, −32003 / an `Error` answer.
+const IN_FLIGHT: usize = 256;
+/// Members asked for a memory none of its owners (in this node's view) holds.
+const FALLBACK_ASKS: usize = 8;
+/// Versions per page of an anti-entropy exchange.
+const VERSIONS_PAGE: u32 = 2_000;
+/// Entries pushed or pulled concurrently in an anti-entropy exchange.
+const SYNC_FANOUT: usize = 8;
+
+/// How the memory service runs (`[memory]` in `agora.toml`; `docs/node.md` "Memory").
+#[derive(Debug, Clone)]
+pub struct MemorySettings {
+    /// Does this node hold memories (join the ring)? Default true.
+    pub serve: bool,
+    /// Which embedder embeds new memories and queries.
+    pub embedder: EmbedderChoice,
+    /// Where the MiniLM model's files are (`<data>/models/all-minilm-l6-v2`).
+    pub model_dir: PathBuf,
+    /// Worker threads for embeddings and searches. Default 2.
+    pub workers: usize,
+    /// How long one embedding or search may wait for a worker and run. Default 5 s.
+    pub budget: Duration,
+    /// Most memories (live and tombstones) this node holds. Default 200,000.
+    pub max_memories: usize,
+    /// Size limits of calls.
+    pub limits: MemoryLimits,
+    /// How long a write waits for its replicas. Default 3 s.
+    pub replicate_timeout: Duration,
+    /// How long a search, list or get waits for other members. Default 2 s.
+    pub gather_timeout: Duration,
+    /// How often a full anti-entropy round runs. Default 15 s.
+    pub sync_interval: Duration,
+}
+
+impl Default for MemorySettings {
+    fn default() -> Self {
+        Self {
+            serve: true,
+            embedder: EmbedderChoice::Auto,
+            model_dir: PathBuf::from("models").join("all-minilm-l6-v2"),
+            workers: 2,
+            budget: Duration::from_secs(5),
+            max_memories: 200_000,
+            limits: MemoryLimits::default(),
+            replicate_timeout: Duration::from_secs(3),
+            gather_timeout: Duration::from_secs(2),
+            sync_interval: Duration::from_secs(15),
+        }
+    }
+}
+
+/// Inputs of the memory task.
+#[derive(Debug)]
+pub enum Input {
+    /// A `memory.*` JSON-RPC call.
+    Call(Call),
+    /// A node-to-node request on `/agora/memory/1.0.0`.
+    Peer {
+        /// The requesting node.
+        peer: PeerId,
+        /// The request's bytes.
+        data: Vec<u8>,
+        /// Where the response goes.
+        channel: ResponseChannel<Vec<u8>>,
+    },
+    /// A verified envelope from the sync topic.
+    Gossip(Vec<u8>),
+    /// Report the service's state (`/status` `memory`).
+    Status(oneshot::Sender<Value>),
+}
+
+/// What the memory task needs from the node.
+#[derive(Debug)]
+pub struct MemoryWiring {
+    /// This node's PeerId.
+    pub peer_id: String,
+    /// The node's key (signs heartbeats and sync messages).
+    pub key: SigningKey,
+    /// Commands to the mesh.
+    pub mesh: mpsc::Sender<mesh::Command>,
+    /// The task's input.
+    pub inputs: mpsc::Receiver<Input>,
+}
+
+/// A message on the sync topic (the `d` of a v2 envelope signed by its sender).
+#[derive(Debug, serde::Serialize, serde::Deserialize)]
+#[serde(tag = "type", rename_all = "camelCase")]
+enum SyncMessage {
+    /// The sender serves memory.
+    Member {
+        /// Embedders the sender can embed with.
+        embedders: Vec<String>,
+    },
+    /// A memory was deleted.
+    Delete {
+        /// Its tombstone.
+        tombstone: Tombstone,
+    },
+    /// A memory changed tier.
+    Tier {
+        /// Memory id.
+        id: String,
+        /// New tier.
+        tier: Tier,
+        /// Version of the change.
+        version: Version,
+    },
+}
+
+struct Shared {
+    me: String,
+    key: SigningKey,
+    mesh: mpsc::Sender<mesh::Command>,
+    shard: Shard,
+    members: Mutex<Members>,
+    embedders: Embedders,
+    pool: LongCalls,
+    settings: MemorySettings,
+    in_flight: Arc<Semaphore>,
+    counters: Mutex<BTreeMap<&'static str, u64>>,
+    /// The view changed (a heartbeat, a failure) and no round has run since.
+    ring_dirty: AtomicBool,
+}
+
+impl std::fmt::Debug for Shared {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Memory").field("me", &self.me).finish()
+    }
+}
+
+/// The memory service before it runs: the shard is loaded and the embedder chosen.
+#[derive(Debug)]
+pub struct Prepared {
+    shared: Arc<Shared>,
+}
+
+impl Prepared {
+    /// What `/status` and the start-up line say of the embedder.
+    pub fn embedder(&self) -> String {
+        self.shared.embedders.default_id().to_owned()
+    }
+}
+
+/// Loads the shard (a blocking read of every stored memory) and the embedders. Call it off the
+/// runtime's workers.
+pub fn prepare(
+    data_dir: &std::path::Path,
+    store: Store,
+    settings: MemorySettings,
+    peer_id: &str,
+    key: SigningKey,
+    mesh: mpsc::Sender<mesh::Command>,
+) -> Result<Prepared, String> {
+    let vault = Vault::open(data_dir).map_err(|e| e.to_string())?;
+    let (shard, bad) =
+        Shard::load(store, vault, settings.max_memories).map_err(|e| e.to_string())?;
+    if bad > 0 {
+        tracing::warn!(
+            rows = bad,
+            "memory rows that do not open with this node's key were skipped"
+        );
+    }
+    let embedders = Embedders::load(&settings.embedder, &settings.model_dir)?;
+    let pool = LongCalls::named(
+        "memory",
+        LongCallSettings {
+            workers: settings.workers,
+            budget: settings.budget,
+            ..LongCallSettings::default()
+        },
+    );
+    Ok(Prepared {
+        shared: Arc::new(Shared {
+            me: peer_id.to_owned(),
+            key,
+            mesh,
+            shard,
+            members: Mutex::new(Members::new(peer_id, settings.serve)),
+            embedders,
+            pool,
+            in_flight: Arc::new(Semaphore::new(IN_FLIGHT)),
+            settings,
+            counters: Mutex::new(BTreeMap::new()),
+            ring_dirty: AtomicBool::new(false),
+        }),
+    })
+}
+
+/// Runs the memory task until `inputs` closes.
+pub async fn run(prepared: Prepared, mut inputs: mpsc::Receiver<Input>) {
+    let shared = prepared.shared;
+    if shared.settings.serve {
+        let _ = shared
+            .mesh
+            .send(mesh::Command::Subscribe(SYNC_TOPIC.to_owned()))
+            .await;
+    }
+    let mut beat = tokio::time::interval(Duration::from_secs(1));
+    beat.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut last_heartbeat = 0u64;
+    let mut last_sync = Instant::now();
+    let mut ring_changed: Option<Instant> = None;
+    let syncing = Arc::new(tokio::sync::Mutex::new(()));
+    loop {
+        let input = tokio::select! {
+            input = inputs.recv() => match input {
+                Some(input) => input,
+                None => break,
+            },
+            _ = beat.tick() => {
+                let now = now_ms();
+                if shared.settings.serve && now.saturating_sub(last_heartbeat) >= members::HEARTBEAT_MS {
+                    last_heartbeat = now;
+                    shared.publish(&SyncMessage::Member { embedders: shared.embedders.ids() }).await;
+                }
+                if shared.lock_members().expire(now) {
+                    ring_changed.get_or_insert_with(Instant::now);
+                }
+                if shared.take_ring_change() {
+                    ring_changed.get_or_insert_with(Instant::now);
+                }
+                // A round soon after the view changed (re-replication), else every interval.
+                let due = ring_changed.is_some_and(|at| at.elapsed() >= Duration::from_secs(2))
+                    || last_sync.elapsed() >= shared.settings.sync_interval;
+                if due && let Ok(guard) = Arc::clone(&syncing).try_lock_owned() {
+                    ring_changed = None;
+                    last_sync = Instant::now();
+                    let s = Arc::clone(&shared);
+                    tokio::spawn(async move {
+                        s.anti_entropy().await;
+                        drop(guard);
+                    });
+                }
+                continue;
+            }
+        };
+        match input {
+            Input::Call(call) => {
+                let Ok(permit) = Arc::clone(&shared.in_flight).try_acquire_owned() else {
+                    let _ = call
+                        .reply
+                        .send(Err(RpcError::from_code(RpcCode::RATE_LIMITED)
+                            .with_message(
+                                "Rate Limited: too many memory calls in flight",
+                            )));
+                    continue;
+                };
+                let s = Arc::clone(&shared);
+                tokio::spawn(async move {
+                    let outcome = s
+                        .call(
+                            &call.principal,
+                            &call.request.method,
+                            call.request.params.as_ref(),
+                        )
+                        .await;
+                    let _ = call.reply.send(outcome);
+                    drop(permit);
+                });
+            }
+            Input::Peer {
+                peer,
+                data,
+                channel,
+            } => {
+                let s = Arc::clone(&shared);
+                let permit = Arc::clone(&shared.in_flight).try_acquire_owned();
+                tokio::spawn(async move {
+                    let response = match permit {
+                        Ok(_permit) => s.peer_request(&peer, &data).await,
+                        Err(_) => MemoryResponse::Error {
+                            code: RpcCode::RATE_LIMITED.0,
+                            message: "busy".into(),
+                        },
+                    };
+                    s.respond(channel, &response).await;
+                });
+            }
+            Input::Gossip(data) => {
+                let s = Arc::clone(&shared);
+                tokio::spawn(async move { s.gossip(&data).await });
+            }
+            Input::Status(reply) => {
+                let _ = reply.send(shared.status());
+            }
+        }
+    }
+}
+
+/// −32602 with `message`.
+fn invalid(message: impl Into<String>) -> RpcError {
+    RpcError::invalid_params().with_message(message.into())
+}
+
+fn internal(message: impl std::fmt::Display) -> RpcError {
+    RpcError::internal_error().with_message(message.to_string())
+}
+
+fn replication_failed(required: usize, acknowledged: usize) -> RpcError {
+    RpcError::from_code(RpcCode::REPLICATION_FAILED)
+        .with_message(format!(
+            "Replication Failed: {acknowledged} of {required} replicas hold the write"
+        ))
+        .with_data(json!({ "required": required, "acknowledged": acknowledged }))
+}
+
+fn not_found(id: &str) -> RpcError {
+    invalid(format!("no memory {id:?}")).with_data(json!({ "id": id, "reason": "not-found" }))
+}
+
+/// The session a caller acts in: a session token is bound to its session (it may name no
+/// other); the API key and loopback clients act in whatever session they name.
+fn scope(principal: &Principal, named: Option<&str>) -> Result<Option<String>, RpcError> {
+    match principal {
+        Principal::Session(own) => match named {
+            Some(s) if s != own => Err(RpcError::invalid_request()
+                .with_message("session token does not grant this session")
+                .with_data(json!({ "sessionId": own }))),
+            _ => Ok(Some(own.clone())),
+        },
+        Principal::ApiKey | Principal::Local => Ok(named.map(str::to_owned)),
+    }
+}
+
+/// Whether `principal` may see `record`.
+fn visible(principal: &Principal, record: &MemoryRecord) -> bool {
+    match principal {
+        Principal::Session(own) => record.session_id.as_deref() == Some(own.as_str()),
+        Principal::ApiKey | Principal::Local => true,
+    }
+}
+
+fn record_json(r: &MemoryRecord) -> Value {
+    json!({
+        "id": r.id,
+        "content": r.content,
+        "metadata": r.metadata,
+        "peerId": r.peer_id,
+        "sessionId": r.session_id,
+        "tier": r.tier,
+        "createdAt": agora_hyperspace::memory::record::format_time(r.created_at),
+        "embedder": r.embedder,
+    })
+}
+
+impl Shared {
+    fn lock_members(&self) -> std::sync::MutexGuard<'_, Members> {
+        self.members
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    fn count(&self, what: &'static str) {
+        if let Ok(mut c) = self.counters.lock() {
+            *c.entry(what).or_insert(0) += 1;
+        }
+    }
+
+    /// Whether a failure or a heartbeat changed the ring since the last call.
+    fn take_ring_change(&self) -> bool {
+        self.ring_dirty.swap(false, Ordering::Relaxed)
+    }
+
+    fn mark_ring_change(&self) {
+        self.count("ring_changes");
+        self.ring_dirty.store(true, Ordering::Relaxed);
+    }
+
+    fn status(&self) -> Value {
+        let members = self.lock_members();
+        let counters = self
+            .counters
+            .lock()
+            .map(|c| {
+                c.iter()
+                    .map(|(k, v)| ((*k).to_owned(), json!(v)))
+                    .collect::<serde_json::Map<_, _>>()
+            })
+            .unwrap_or_default();
+        json!({
+            "serve": members.serves(),
+            "embedder": self.embedders.default_id(),
+            "embedders": self.embedders.ids(),
+            "members": members.len(),
+            "held": self.shard.len(),
+            "counters": counters,
+        })
+    }
+
+    async fn publish(&self, message: &SyncMessage) {
+        let Ok(d) = serde_json::to_string(message) else {
+            return;
+        };
+        match agora_hyperspace::envelope::sign(&self.key, SYNC_TOPIC, now_ms(), &random_hex(16), &d)
+        {
+            Ok(env) => {
+                let _ = self
+                    .mesh
+                    .send(mesh::Command::Publish {
+                        topic: SYNC_TOPIC.to_owned(),
+                        data: env.into_bytes(),
+                    })
+                    .await;
+            }
+            Err(e) => tracing::warn!(error = %e, "cannot sign a memory sync message"),
+        }
+    }
+
+    async fn respond(&self, channel: ResponseChannel<Vec<u8>>, response: &MemoryResponse) {
+        let data = response.encode();
+        let _ = self
+            .mesh
+            .send(mesh::Command::Respond {
+                proto: mesh::Proto::Memory,
+                channel,
+                data,
+            })
+            .await;
+    }
+
+    /// Sends `request` to `peer`; a peer that cannot be reached is suspected (it leaves the view
+    /// until its next heartbeat).
+    async fn request(
+        &self,
+        peer: &str,
+        request: &MemoryRequest,
+        timeout: Duration,
+    ) -> Result<MemoryResponse, String> {
+        let target: PeerId = peer.parse().map_err(|_| format!("bad peer id {peer}"))?;
+        let (reply, answer) = oneshot::channel();
+        self.mesh
+            .send(mesh::Command::SendDirect {
+                proto: mesh::Proto::Memory,
+                peer: target,
+                data: request.encode(),
+                reply,
+            })
+            .await
+            .map_err(|_| "the node is shutting down".to_owned())?;
+        let outcome = match tokio::time::timeout(timeout, answer).await {
+            Ok(Ok(Ok(bytes))) => MemoryResponse::decode(&bytes, &self.settings.limits)
+                .map_err(|e| format!("bad answer: {e}")),
+            Ok(Ok(Err(e))) => Err(e),
+            Ok(Err(_)) => Err("the request was dropped".to_owned()),
+            Err(_) => Err("no answer in time".to_owned()),
+        };
+        if outcome.is_err() {
+            self.count("requests_failed");
+            if self.lock_members().suspect(peer, now_ms()) {
+                self.mark_ring_change();
+            }
+        }
+        outcome
+    }
+
+    /// Embeds `text` with the default embedder on the worker pool.
+    async fn embed(&self, method: &str, text: String) -> Result<(String, Vec<f32>), RpcError> {
+        let embedder = self.embedders.default_embedder();
+        let deadline = Instant::now() + self.settings.budget;
+        self.pool
+            .run(method, deadline, move || {
+                let mut v = embedder
+                    .embed(&[text.as_str()])
+                    .map_err(|e| internal(format!("embedding failed: {e}")))?;
+                let vector = v.pop().ok_or_else(|| internal("embedding failed"))?;
+                Ok((embedder.id().to_owned(), vector))
+            })
+            .await
+    }
+
+    async fn call(
+        self: &Arc<Self>,
+        principal: &Principal,
+        method: &str,
+        params: Option<&Value>,
+    ) -> Result<Value, RpcError> {
+        let null = Value::Null;
+        let p = params.unwrap_or(&null);
+        let limits = &self.settings.limits;
+        match method {
+            "memory.store" => self.store(principal, StoreParams::parse(p, limits)?).await,
+            "memory.search" => {
+                self.search(principal, SearchParams::parse(p, limits)?)
+                    .await
+            }
+            "memory.get" => {
+                let params = GetParams::parse(p, limits)?;
+                match self.find(&params.id, true).await {
+                    Some(Entry::Live(r)) if visible(principal, &r) => Ok(record_json(&r)),
+                    _ => Err(not_found(&params.id)),
+                }
+            }
+            "memory.list" => self.list(principal, ListParams::parse(p, limits)?).await,
+            "memory.delete" => {
+                self.delete(principal, DeleteParams::parse(p, limits)?)
+                    .await
+            }
+            "memory.archive" => {
+                self.archive(principal, ArchiveParams::parse(p, limits)?)
+                    .await
+            }
+            _ => Err(RpcError::method_not_found()
+                .with_data(Value::String(format!("unknown method {method:?}")))),
+        }
+    }
+
+    async fn store(
+        self: &Arc<Self>,
+        principal: &Principal,
+        params: StoreParams,
+    ) -> Result<Value, RpcError> {
+        let session_id = scope(principal, params.session_id.as_deref())?;
+        let (embedder, vector) = self.embed("memory.store", params.content.clone()).await?;
+        let mut random = [0u8; 12];
+        getrandom::fill(&mut random).map_err(|_| internal("no system randomness"))?;
+        let id = new_memory_id(random);
+        let owners = self.owners(&id);
+        let Some(primary) = owners.first().cloned() else {
+            return Err(replication_failed(1, 0));
+        };
+        let now = now_ms();
+        let record = MemoryRecord {
+            id: id.clone(),
+            content: params.content,
+            session_id,
+            metadata: params.metadata,
+            tier: params.tier,
+            created_at: now,
+            embedder,
+            vector,
+            peer_id: primary.clone(),
+            version: Version {
+                timestamp_ms: now,
+                peer_id: self.me.clone(),
+            },
+        };
+        let entry = Entry::Live(record);
+        let acked = self.replicate(&entry, &owners).await;
+        let required = self.required();
+        if acked.len() >= required {
+            self.count("stored");
+            return Ok(json!({ "id": id, "peerId": primary, "replicas": acked.len() }));
+        }
+        // Undo: a newer tombstone to every owner that took it, so nothing is half visible.
+        let undo = Entry::Tombstone(Tombstone {
+            id: id.clone(),
+            deleted_at: now_ms(),
+            version: Version {
+                timestamp_ms: now.saturating_add(1).max(now_ms()),
+                peer_id: self.me.clone(),
+            },
+        });
+        self.replicate(&undo, &acked).await;
+        self.count("store_failed");
+        Err(replication_failed(required, acked.len()))
+    }
+
+    /// Replicas a write needs now: `min(3, members)`, at least 1.
+    fn required(&self) -> usize {
+        self.lock_members().len().clamp(1, REPLICAS)
+    }
+
+    /// The owners of `id` in this node's view, primary first.
+    fn owners(&self, id: &str) -> Vec<String> {
+        self.lock_members()
+            .ring()
+            .owners(id)
+            .into_iter()
+            .map(str::to_owned)
+            .collect()
+    }
+
+    /// Sends `entry` to `targets` (this node applies it itself) and returns those that hold it
+    /// durably.
+    async fn replicate(self: &Arc<Self>, entry: &Entry, targets: &[String]) -> Vec<String> {
+        let timeout = self.settings.replicate_timeout;
+        let sends = targets.iter().map(|t| async move {
+            let ok = if *t == self.me {
+                match self.shard.apply(entry).await {
+                    Ok(_) => true,
+                    Err(e) => {
+                        tracing::warn!(error = %e, "cannot hold a memory");
+                        false
+                    }
+                }
+            } else {
+                let put = MemoryRequest::Put {
+                    entry: entry.clone(),
+                };
+                matches!(
+                    self.request(t, &put, timeout).await,
+                    Ok(MemoryResponse::Ack { durable: true })
+                )
+            };
+            ok.then(|| t.clone())
+        });
+        join_all(sends).await.into_iter().flatten().collect()
+    }
+
+    /// The newest entry of `id` among its owners (then a few other members), with its vector
+    /// when `full`.
+    async fn find(self: &Arc<Self>, id: &str, full: bool) -> Option<Entry> {
+        let owners = self.owners(id);
+        let mut asked: Vec<String> = owners.clone();
+        let others: Vec<String> = self.lock_members().others();
+        asked.extend(
+            others
+                .into_iter()
+                .filter(|m| !owners.contains(m))
+                .take(FALLBACK_ASKS),
+        );
+        let mut best: Option<Entry> = self.local(id, full);
+        let timeout = self.settings.gather_timeout;
+        let asks = asked.iter().filter(|m| **m != self.me).map(|m| async move {
+            match self
+                .request(m, &MemoryRequest::Get { id: id.to_owned() }, timeout)
+                .await
+            {
+                Ok(MemoryResponse::Found { entry }) if entry.id() == id => Some(entry),
+                _ => None,
+            }
+        });
+        for entry in join_all(asks).await.into_iter().flatten() {
+            let newer = best.as_ref().is_none_or(|b| {
+                agora_hyperspace::memory::record::merge(Some(b), &entry)
+                    == agora_hyperspace::memory::record::Resolution::Replace
+            });
+            if newer {
+                best = Some(entry);
+            }
+        }
+        best
+    }
+
+    fn local(&self, id: &str, full: bool) -> Option<Entry> {
+        if full {
+            self.shard.get_full(id)
+        } else {
+            self.shard.get(id)
+        }
+    }
+
+    async fn search(
+        self: &Arc<Self>,
+        principal: &Principal,
+        params: SearchParams,
+    ) -> Result<Value, RpcError> {
+        let started = Instant::now();
+        let session_id = scope(principal, params.session_id.as_deref())?;
+        let (embedder, vector) = self.embed("memory.search", params.query.clone()).await?;
+        let request = MemoryRequest::Search {
+            query: params.query.clone(),
+            vector,
+            embedder: embedder.clone(),
+            session_id,
+            tier: params.tier,
+            limit: u32::try_from(params.limit).unwrap_or(u32::MAX),
+            threshold: params.threshold,
+        };
+        let cover: Vec<String> = {
+            let members = self.lock_members();
+            let first = if members.serves() {
+                self.me.as_str()
+            } else {
+                ""
+            };
+            members
+                .ring()
+                .cover(first)
+                .into_iter()
+                .map(str::to_owned)
+                .collect()
+        };
+        let timeout = self.settings.gather_timeout;
+        let asks = cover.iter().map(|m| {
+            let request = &request;
+            async move {
+                if *m == self.me {
+                    self.local_search(request.clone()).await.ok()
+                } else {
+                    match self.request(m, request, timeout).await {
+                        Ok(MemoryResponse::Hits { hits, skipped }) => Some((hits, skipped)),
+                        _ => None,
+                    }
+                }
+            }
+        });
+        let answers = join_all(asks).await;
+        let answered = answers.iter().filter(|a| a.is_some()).count();
+        let mut skipped: Vec<String> = Vec::new();
+        let mut partials = Vec::new();
+        for (hits, s) in answers.into_iter().flatten() {
+            partials.push(hits);
+            skipped.extend(s);
+        }
+        skipped.sort();
+        skipped.dedup();
+        let hits = merge_hits(partials, params.limit, params.threshold);
+        let memories: Vec<Value> = hits.iter().map(hit_json).collect();
+        let mut out = json!({
+            "memories": memories,
+            "searchTime": u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
+            "embedder": embedder,
+        });
+        if let Some(o) = out.as_object_mut() {
+            if !skipped.is_empty() {
+                o.insert("skippedEmbedders".into(), json!(skipped));
+            }
+            if answered < cover.len() {
+                o.insert(
+                    "partial".into(),
+                    json!({ "asked": cover.len(), "answered": answered }),
+                );
+            }
+        }
+        Ok(out)
+    }
+
+    /// This node's part of a search, on the worker pool: the memories of the query's embedder
+    /// with its vector; those of another embedder this node has, with the query re-embedded;
+    /// the rest skipped.
+    async fn local_search(
+        self: &Arc<Self>,
+        request: MemoryRequest,
+    ) -> Result<(Vec<SearchHit>, Vec<String>), RpcError> {
+        let MemoryRequest::Search {
+            query,
+            vector,
+            embedder,
+            session_id,
+            tier,
+            limit,
+            threshold,
+        } = request
+        else {
+            return Err(internal("not a search"));
+        };
+        let s = Arc::clone(self);
+        let deadline = Instant::now() + self.settings.budget;
+        self.pool
+            .run("memory.search", deadline, move || {
+                let limit = usize::try_from(limit).unwrap_or(usize::MAX);
+                let mut partials = Vec::new();
+                let mut skipped = Vec::new();
+                for held in s.shard.embedders() {
+                    let q = if held == embedder {
+                        vector.clone()
+                    } else if let Some(e) = s.embedders.get(&held) {
+                        match e.embed(&[query.as_str()]) {
+                            Ok(mut v) => v.pop().unwrap_or_default(),
+                            Err(_) => {
+                                skipped.push(held);
+                                continue;
+                            }
+                        }
+                    } else {
+                        skipped.push(held);
+                        continue;
+                    };
+                    partials.push(s.shard.search(
+                        &held,
+                        &q,
+                        tier,
+                        session_id.as_deref(),
+                        limit,
+                        threshold,
+                    ));
+                }
+                Ok((merge_hits(partials, limit, threshold), skipped))
+            })
+            .await
+    }
+
+    async fn list(
+        self: &Arc<Self>,
+        principal: &Principal,
+        params: ListParams,
+    ) -> Result<Value, RpcError> {
+        let session = scope(principal, Some(&params.session_id))?
+            .unwrap_or_else(|| params.session_id.clone());
+        let want = params.offset.saturating_add(params.limit);
+        let request = MemoryRequest::List {
+            session_id: session.clone(),
+            limit: u32::try_from(want).unwrap_or(u32::MAX),
+            offset: 0,
+        };
+        let cover: Vec<String> = {
+            let members = self.lock_members();
+            let first = if members.serves() {
+                self.me.as_str()
+            } else {
+                ""
+            };
+            members
+                .ring()
+                .cover(first)
+                .into_iter()
+                .map(str::to_owned)
+                .collect()
+        };
+        let timeout = self.settings.gather_timeout;
+        let asks = cover.iter().map(|m| {
+            let request = &request;
+            let session = &session;
+            async move {
+                if *m == self.me {
+                    Some(self.shard.list(session, want))
+                } else {
+                    match self.request(m, request, timeout).await {
+                        Ok(MemoryResponse::Listed { entries, total }) => Some((entries, total)),
+                        _ => None,
+                    }
+                }
+            }
+        });
+        let mut newest: HashMap<String, MemoryRecord> = HashMap::new();
+        let mut most = 0u64;
+        let mut complete = true;
+        for (entries, total) in join_all(asks).await.into_iter().flatten() {
+            most = most.max(total);
+            complete &= total <= entries.len() as u64;
+            for e in entries {
+                if let Entry::Live(r) = e {
+                    let keep = newest
+                        .get(&r.id)
+                        .is_none_or(|held| held.version < r.version);
+                    if keep {
+                        newest.insert(r.id.clone(), r);
+                    }
+                }
+            }
+        }
+        let mut all: Vec<MemoryRecord> = newest.into_values().collect();
+        all.sort_by(|a, b| (a.created_at, &a.id).cmp(&(b.created_at, &b.id)));
+        let total = if complete {
+            all.len() as u64
+        } else {
+            most.max(all.len() as u64)
+        };
+        let memories: Vec<Value> = all
+            .iter()
+            .skip(params.offset)
+            .take(params.limit)
+            .map(record_json)
+            .collect();
+        Ok(json!({ "memories": memories, "total": total }))
+    }
+
+    async fn delete(
+        self: &Arc<Self>,
+        principal: &Principal,
+        params: DeleteParams,
+    ) -> Result<Value, RpcError> {
+        let existed = match self.find(&params.id, false).await {
+            Some(Entry::Live(r)) if visible(principal, &r) => true,
+            Some(Entry::Live(_)) => return Err(not_found(&params.id)),
+            _ => false,
+        };
+        if !existed {
+            return Ok(json!({ "deleted": false }));
+        }
+        let now = now_ms();
+        let tombstone = Tombstone {
+            id: params.id.clone(),
+            deleted_at: now,
+            version: Version {
+                timestamp_ms: now,
+                peer_id: self.me.clone(),
+            },
+        };
+        let owners = self.owners(&params.id);
+        let acked = self
+            .replicate(&Entry::Tombstone(tombstone.clone()), &owners)
+            .await;
+        self.publish(&SyncMessage::Delete { tombstone }).await;
+        let required = self.required();
+        if acked.len() < required {
+            return Err(replication_failed(required, acked.len()));
+        }
+        self.count("deleted");
+        Ok(json!({ "deleted": true }))
+    }
+
+    async fn archive(
+        self: &Arc<Self>,
+        principal: &Principal,
+        params: ArchiveParams,
+    ) -> Result<Value, RpcError> {
+        let Some(Entry::Live(mut record)) = self.find(&params.id, true).await else {
+            return Err(not_found(&params.id));
+        };
+        if !visible(principal, &record) {
+            return Err(not_found(&params.id));
+        }
+        let now = now_ms();
+        let version = Version {
+            timestamp_ms: now.max(record.version.timestamp_ms.saturating_add(1)),
+            peer_id: self.me.clone(),
+        };
+        record.tier = Tier::Archival;
+        record.version = version.clone();
+        let owners = self.owners(&params.id);
+        let acked = self.replicate(&Entry::Live(record), &owners).await;
+        self.publish(&SyncMessage::Tier {
+            id: params.id.clone(),
+            tier: Tier::Archival,
+            version,
+        })
+        .await;
+        let required = self.required();
+        if acked.len() < required {
+            return Err(replication_failed(required, acked.len()));
+        }
+        Ok(json!({ "archived": true, "tier": "archival" }))
+    }
+
+    /// Answers a node-to-node request.
+    async fn peer_request(self: &Arc<Self>, peer: &PeerId, data: &[u8]) -> MemoryResponse {
+        let request = match MemoryRequest::decode(data, &self.settings.limits) {
+            Ok(r) => r,
+            Err(e) => {
+                self.count("peer_requests_refused");
+                tracing::debug!(%peer, error = %e, "refused a memory request");
+                return MemoryResponse::Error {
+                    code: RpcCode::INVALID_PARAMS.0,
+                    message: e.to_string(),
+                };
+            }
+        };
+        match request {
+            MemoryRequest::Put { entry } => {
+                if !self.settings.serve {
+                    return MemoryResponse::Error {
+                        code: RpcCode::REPLICATION_FAILED.0,
+                        message: "this node does not serve memory".into(),
+                    };
+                }
+                match self.shard.apply(&entry).await {
+                    Ok(_) => MemoryResponse::Ack { durable: true },
+                    Err(e) => MemoryResponse::Error {
+                        code: RpcCode::REPLICATION_FAILED.0,
+                        message: e.to_string(),
+                    },
+                }
+            }
+            MemoryRequest::Get { id } => match self.shard.get_full(&id) {
+                Some(entry) => MemoryResponse::Found { entry },
+                None => MemoryResponse::NotHere,
+            },
+            search @ MemoryRequest::Search { .. } => match self.local_search(search).await {
+                Ok((hits, skipped)) => MemoryResponse::Hits { hits, skipped },
+                Err(e) => MemoryResponse::Error {
+                    code: e.code.0,
+                    message: e.message,
+                },
+            },
+            MemoryRequest::List {
+                session_id, limit, ..
+            } => {
+                let (entries, total) = self
+                    .shard
+                    .list(&session_id, usize::try_from(limit).unwrap_or(usize::MAX));
+                MemoryResponse::Listed { entries, total }
+            }
+            MemoryRequest::Digest {
+                peer: from,
+                digest: theirs,
+                ..
+            } => {
+                let mine = self.pair_versions(&from).await;
+                let ours = digest(mine.iter().map(|(id, v)| (id.as_str(), v)));
+                if ours == theirs {
+                    MemoryResponse::DigestMatch
+                } else {
+                    MemoryResponse::DigestMismatch
+                }
+            }
+            MemoryRequest::Versions {
+                peer: from,
+                after,
+                limit,
+            } => {
+                let mine = self.pair_versions(&from).await;
+                let limit = usize::try_from(limit.min(VERSIONS_PAGE)).unwrap_or(1);
+                let start = after.as_ref().map_or(0, |a| {
+                    mine.partition_point(|(id, _)| id.as_str() <= a.as_str())
+                });
+                let items: Vec<(String, Version)> =
+                    mine.iter().skip(start).take(limit).cloned().collect();
+                let next = if start + items.len() < mine.len() {
+                    items.last().map(|(id, _)| id.clone())
+                } else {
+                    None
+                };
+                MemoryResponse::VersionList { items, next }
+            }
+            MemoryRequest::Pull { ids } => MemoryResponse::Entries {
+                entries: ids
+                    .iter()
+                    .filter_map(|id| self.shard.get_full(id))
+                    .collect(),
+            },
+        }
+    }
+
+    /// The (id, version) of held entries whose owners, in this node's view, include both this
+    /// node and `peer`, sorted by id (the set an anti-entropy exchange with `peer` compares).
+    async fn pair_versions(self: &Arc<Self>, peer: &str) -> Vec<(String, Version)> {
+        let s = Arc::clone(self);
+        let peer = peer.to_owned();
+        let deadline = Instant::now() + self.settings.budget;
+        self.pool
+            .run("memory.sync", deadline, move || {
+                let ring = s.lock_members().ring().clone();
+                Ok(s.shard.versions(|id| {
+                    let owners = ring.owners(id);
+                    owners.contains(&s.me.as_str()) && owners.contains(&peer.as_str())
+                }))
+            })
+            .await
+            .unwrap_or_default()
+    }
+
+    /// One anti-entropy round: with every other member, compare digests of the entries both
+    /// should hold and exchange what differs; hand entries this node holds but does not own to
+    /// their owners.
+    async fn anti_entropy(self: &Arc<Self>) {
+        let others = self.lock_members().others();
+        for peer in others {
+            let mine = self.pair_versions(&peer).await;
+            let d = digest(mine.iter().map(|(id, v)| (id.as_str(), v)));
+            let ask = MemoryRequest::Digest {
+                peer: self.me.clone(),
+                digest: d,
+                count: mine.len() as u64,
+            };
+            match self
+                .request(&peer, &ask, self.settings.gather_timeout)
+                .await
+            {
+                Ok(MemoryResponse::DigestMismatch) => self.exchange(&peer, &mine).await,
+                Ok(_) => {}
+                Err(e) => tracing::debug!(%peer, error = %e, "anti-entropy digest failed"),
+            }
+        }
+        self.hand_off().await;
+        self.count("sync_rounds");
+    }
+
+    /// Pages through `peer`'s versions, pushes what it lacks and pulls what it has newer.
+    async fn exchange(self: &Arc<Self>, peer: &str, mine: &[(String, Version)]) {
+        let mut theirs: Vec<(String, Version)> = Vec::new();
+        let mut after = None;
+        loop {
+            let page = MemoryRequest::Versions {
+                peer: self.me.clone(),
+                after: after.clone(),
+                limit: VERSIONS_PAGE,
+            };
+            match self
+                .request(peer, &page, self.settings.gather_timeout)
+                .await
+            {
+                Ok(MemoryResponse::VersionList { items, next }) => {
+                    theirs.extend(items);
+                    match next {
+                        Some(n) => after = Some(n),
+                        None => break,
+                    }
+                }
+                _ => return,
+            }
+        }
+        let d = diff(mine, &theirs);
+        for chunk in d.push.chunks(SYNC_FANOUT) {
+            let sends = chunk
+                .iter()
+                .filter_map(|id| self.shard.get_full(id))
+                .map(|entry| {
+                    let put = MemoryRequest::Put { entry };
+                    async move {
+                        let _ = self
+                            .request(peer, &put, self.settings.replicate_timeout)
+                            .await;
+                    }
+                });
+            join_all(sends).await;
+            self.count_n("sync_pushed", chunk.len());
+        }
+        for chunk in d.pull.chunks(64) {
+            let pull = MemoryRequest::Pull {
+                ids: chunk.to_vec(),
+            };
+            if let Ok(MemoryResponse::Entries { entries }) = self
+                .request(peer, &pull, self.settings.gather_timeout)
+                .await
+            {
+                for entry in entries {
+                    if chunk.iter().any(|id| id == entry.id()) {
+                        let _ = self.shard.apply(&entry).await;
+                    }
+                }
+                self.count_n("sync_pulled", chunk.len());
+            }
+        }
+    }
+
+    /// Entries held here whose owners (this node's view) do not include this node go to their
+    /// owners (they stay here too: a later view may give them back).
+    async fn hand_off(self: &Arc<Self>) {
+        if !self.settings.serve {
+            return;
+        }
+        let s = Arc::clone(self);
+        let deadline = Instant::now() + self.settings.budget;
+        let strays = self
+            .pool
+            .run("memory.sync", deadline, move || {
+                let ring = s.lock_members().ring().clone();
+                Ok(s.shard
+                    .versions(|id| !ring.owners(id).contains(&s.me.as_str())))
+            })
+            .await
+            .unwrap_or_default();
+        for (id, _) in strays {
+            if let Some(entry) = self.shard.get_full(&id) {
+                let owners = self.owners(&id);
+                self.replicate(&entry, &owners).await;
+            }
+        }
+    }
+
+    fn count_n(&self, what: &'static str, n: usize) {
+        if let Ok(mut c) = self.counters.lock() {
+            *c.entry(what).or_insert(0) += n as u64;
+        }
+    }
+
+    /// A verified envelope from the sync topic.
+    async fn gossip(self: &Arc<Self>, data: &[u8]) {
+        let Ok(text) = std::str::from_utf8(data) else {
+            return;
+        };
+        let Ok(env) = agora_hyperspace::envelope::Envelope::parse(text) else {
+            return;
+        };
+        let Ok(message) = serde_json::from_str::<SyncMessage>(env.d_json) else {
+            self.count("gossip_refused");
+            return;
+        };
+        match message {
+            SyncMessage::Member { .. } => {
+                if self.lock_members().heard(env.from, now_ms()) {
+                    self.mark_ring_change();
+                }
+            }
+            SyncMessage::Delete { tombstone } => {
+                if self.shard.get(&tombstone.id).is_some() {
+                    let _ = self.shard.apply(&Entry::Tombstone(tombstone)).await;
+                }
+            }
+            SyncMessage::Tier { id, tier, version } => {
+                if let Some(Entry::Live(mut r)) = self.shard.get_full(&id)
+                    && r.version < version
+                {
+                    r.tier = tier;
+                    r.version = version;
+                    let _ = self.shard.apply(&Entry::Live(r)).await;
+                }
+            }
+        }
+    }
+}
+
+fn hit_json(h: &SearchHit) -> Value {
+    serde_json::to_value(h).unwrap_or(Value::Null)
+}

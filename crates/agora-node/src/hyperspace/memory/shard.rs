@@ -1,0 +1,308 @@
+//! The memories this node holds as a replica: durable rows in redb (table `hs_memories`, sealed
+//! by [`super::vault`]), an in-memory table of the entries (vectors stripped) and one vector index
+//! per embedder (`agora_vindex`), rebuilt from the rows at start.
+//!
+//! Writes go through [`Shard::apply`]: the incoming entry is merged with the held one by
+//! last-writer-wins ([`record::merge`]); a winner is written durably *before* the in-memory
+//! table and index change, so a replica acknowledges only what survives a crash. Writes of one id
+//! are serialised (striped async locks), so the row on disk is always the newest version.
+//!
+//! Bounded: at most `max_entries` entries (live and tombstones); a write of a new id beyond it
+//! is refused ([`ShardError::Full`]), which the writer sees as a missing replica (−32007).
+//!
+//! Searches ([`Shard::search`]) are CPU work: callers run them on the memory worker pool, never on
+//! an async task.
+
+use std::collections::HashMap;
+use std::sync::RwLock;
+
+use agora_hyperspace::memory::record::{self, Entry, MemoryRecord, Resolution, Tier, Version};
+use agora_hyperspace::memory::search::SearchHit;
+use agora_vindex::{IndexConfig, VectorIndex};
+
+use super::vault::{Vault, VaultError};
+use crate::store::{Store, StoreError};
+
+/// Striped locks serialising the writes of one id.
+const STRIPES: usize = 64;
+
+/// A write could not be applied.
+#[derive(Debug, thiserror::Error)]
+pub(super) enum ShardError {
+    /// The shard holds its maximum of entries.
+    #[error("this replica holds its maximum of {0} memories")]
+    Full(usize),
+    /// The store failed.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// Sealing failed.
+    #[error(transparent)]
+    Vault(#[from] VaultError),
+    /// The entry does not serialise, or its vector does not fit its embedder's index.
+    #[error("bad entry: {0}")]
+    Bad(String),
+}
+
+#[derive(Debug)]
+struct Held {
+    /// The entry, its vector stripped (the vector lives in the index and the row).
+    entry: Entry,
+    /// Its key in its embedder's index, when live.
+    key: Option<u64>,
+}
+
+#[derive(Debug, Default)]
+struct State {
+    entries: HashMap<String, Held>,
+    /// Index key → memory id.
+    ids: HashMap<u64, String>,
+    /// Embedder id → its index.
+    indexes: HashMap<String, VectorIndex>,
+    next_key: u64,
+}
+
+/// This node's replica of the memories it owns.
+#[derive(Debug)]
+pub(super) struct Shard {
+    store: Store,
+    vault: Vault,
+    state: RwLock<State>,
+    stripes: Vec<tokio::sync::Mutex<()>>,
+    max_entries: usize,
+}
+
+fn stripped(entry: &Entry) -> Entry {
+    match entry {
+        Entry::Live(r) => Entry::Live(MemoryRecord {
+            vector: Vec::new(),
+            ..r.clone()
+        }),
+        Entry::Tombstone(t) => Entry::Tombstone(t.clone()),
+    }
+}
+
+impl State {
+    fn put(&mut self, entry: &Entry) -> Result<(), ShardError> {
+        let id = entry.id().to_owned();
+        if let Some(old) = self.entries.remove(&id) {
+            self.unindex(&old);
+        }
+        let key = match entry {
+            Entry::Live(r) => {
+                let key = self.next_key;
+                self.next_key += 1;
+                let index = self
+                    .indexes
+                    .entry(r.embedder.clone())
+                    .or_insert_with(|| VectorIndex::new(r.vector.len(), IndexConfig::default()));
+                index
+                    .insert(key, &r.vector)
+                    .map_err(|e| ShardError::Bad(e.to_string()))?;
+                self.ids.insert(key, id.clone());
+                Some(key)
+            }
+            Entry::Tombstone(_) => None,
+        };
+        self.entries.insert(
+            id,
+            Held {
+                entry: stripped(entry),
+                key,
+            },
+        );
+        Ok(())
+    }
+
+    fn unindex(&mut self, held: &Held) {
+        if let (Some(key), Entry::Live(r)) = (held.key, &held.entry) {
+            if let Some(index) = self.indexes.get_mut(&r.embedder) {
+                index.remove(key);
+            }
+            self.ids.remove(&key);
+        }
+    }
+}
+
+/// Runs `f`, telling a multi-threaded Tokio runtime that this worker blocks meanwhile.
+fn blocking<T>(f: impl FnOnce() -> T) -> T {
+    match tokio::runtime::Handle::try_current() {
+        Ok(h) if h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread => {
+            tokio::task::block_in_place(f)
+        }
+        _ => f(),
+    }
+}
+
+impl Shard {
+    /// Opens the shard: reads every row of `hs_memories` (a blocking read; call it off the
+    /// runtime's workers) and rebuilds the table and the indexes. Rows that do not open are
+    /// counted and skipped.
+    pub(super) fn load(
+        store: Store,
+        vault: Vault,
+        max_entries: usize,
+    ) -> Result<(Self, usize), ShardError> {
+        let rows = store.hs_memories()?;
+        let mut state = State::default();
+        let mut bad = 0;
+        for (id, row) in rows {
+            let entry = vault
+                .open_row(&id, &row)
+                .ok()
+                .and_then(|plain| serde_json::from_slice::<Entry>(&plain).ok())
+                .filter(|e| e.id() == id);
+            match entry {
+                Some(e) if state.put(&e).is_ok() => {}
+                _ => bad += 1,
+            }
+        }
+        Ok((
+            Self {
+                store,
+                vault,
+                state: RwLock::new(state),
+                stripes: (0..STRIPES).map(|_| tokio::sync::Mutex::new(())).collect(),
+                max_entries,
+            },
+            bad,
+        ))
+    }
+
+    fn read(&self) -> std::sync::RwLockReadGuard<'_, State> {
+        self.state
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    fn write(&self) -> std::sync::RwLockWriteGuard<'_, State> {
+        self.state
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    fn stripe(&self, id: &str) -> &tokio::sync::Mutex<()> {
+        let h = id
+            .bytes()
+            .fold(0u64, |h, b| h.wrapping_mul(31).wrapping_add(u64::from(b)));
+        let i = usize::try_from(h % STRIPES as u64).unwrap_or(0);
+        &self.stripes[i]
+    }
+
+    /// Merges `incoming` into the shard; returns true when it replaced what was held (and is now
+    /// durable), false when the held entry was as new or newer.
+    pub(super) async fn apply(&self, incoming: &Entry) -> Result<bool, ShardError> {
+        let _serial = self.stripe(incoming.id()).lock().await;
+        {
+            let state = self.read();
+            let held = state.entries.get(incoming.id()).map(|h| &h.entry);
+            if held.is_none() && state.entries.len() >= self.max_entries {
+                return Err(ShardError::Full(self.max_entries));
+            }
+            if record::merge(held, incoming) == Resolution::Keep {
+                return Ok(false);
+            }
+        }
+        let plain = serde_json::to_vec(incoming).map_err(|e| ShardError::Bad(e.to_string()))?;
+        let row = self.vault.seal(incoming.id(), &plain)?;
+        self.store.put_hs_memory(incoming.id(), &row).await?;
+        // An insert may grow or rebuild the HNSW graph (seconds at the exact-scan crossover):
+        // never on a runtime worker's time.
+        blocking(|| self.write().put(incoming))?;
+        Ok(true)
+    }
+
+    /// The held entry of `id` (vector stripped).
+    pub(super) fn get(&self, id: &str) -> Option<Entry> {
+        self.read().entries.get(id).map(|h| h.entry.clone())
+    }
+
+    /// The held entry of `id` with its vector (read from the store: for replication).
+    pub(super) fn get_full(&self, id: &str) -> Option<Entry> {
+        if !self.read().entries.contains_key(id) {
+            return None;
+        }
+        let row = self.store.hs_memory(id).ok()??;
+        let plain = self.vault.open_row(id, &row).ok()?;
+        serde_json::from_slice(&plain).ok()
+    }
+
+    /// Entries held.
+    pub(super) fn len(&self) -> usize {
+        self.read().entries.len()
+    }
+
+    /// Ids and versions of the held entries `keep` selects (for anti-entropy and re-replication).
+    pub(super) fn versions(&self, keep: impl Fn(&str) -> bool) -> Vec<(String, Version)> {
+        let mut out: Vec<(String, Version)> = self
+            .read()
+            .entries
+            .iter()
+            .filter(|(id, _)| keep(id))
+            .map(|(id, h)| (id.clone(), h.entry.version().clone()))
+            .collect();
+        out.sort_by(|a, b| a.0.cmp(&b.0));
+        out
+    }
+
+    /// Live memories of `session`, oldest first (vectors stripped), and how many there are.
+    pub(super) fn list(&self, session: &str, limit: usize) -> (Vec<Entry>, u64) {
+        let state = self.read();
+        let mut live: Vec<&MemoryRecord> = state
+            .entries
+            .values()
+            .filter_map(|h| match &h.entry {
+                Entry::Live(r) if r.session_id.as_deref() == Some(session) => Some(r),
+                _ => None,
+            })
+            .collect();
+        live.sort_by(|a, b| (a.created_at, &a.id).cmp(&(b.created_at, &b.id)));
+        let total = live.len() as u64;
+        let entries = live
+            .into_iter()
+            .take(limit)
+            .map(|r| Entry::Live(r.clone()))
+            .collect();
+        (entries, total)
+    }
+
+    /// The embedders of the held live memories.
+    pub(super) fn embedders(&self) -> Vec<String> {
+        let mut v: Vec<String> = self.read().indexes.keys().cloned().collect();
+        v.sort();
+        v
+    }
+
+    /// Searches the memories of embedder `embedder` with `query` (a vector of that embedder):
+    /// live, of `tier`, of `session` when given, similarity ≥ `threshold`, best `limit` first.
+    pub(super) fn search(
+        &self,
+        embedder: &str,
+        query: &[f32],
+        tier: Tier,
+        session: Option<&str>,
+        limit: usize,
+        threshold: f32,
+    ) -> Vec<SearchHit> {
+        let state = self.read();
+        let Some(index) = state.indexes.get(embedder) else {
+            return Vec::new();
+        };
+        let record_of = |key: u64| -> Option<&MemoryRecord> {
+            match &state.entries.get(state.ids.get(&key)?)?.entry {
+                Entry::Live(r) => Some(r),
+                Entry::Tombstone(_) => None,
+            }
+        };
+        let keep = |key: u64| {
+            record_of(key).is_some_and(|r| {
+                r.tier == tier && session.is_none_or(|s| r.session_id.as_deref() == Some(s))
+            })
+        };
+        index
+            .search(query, limit, Some(&keep))
+            .into_iter()
+            .filter(|(_, sim)| *sim >= threshold)
+            .filter_map(|(key, sim)| record_of(key).map(|r| SearchHit::from_record(r, sim)))
+            .collect()
+    }
+}
