@@ -637,6 +637,23 @@ impl Shared {
         self.lock_members().len().clamp(1, REPLICAS)
     }
 
+    /// Members that together own every key (this node first when it serves): whom a search or
+    /// a list asks.
+    fn cover(&self) -> Vec<String> {
+        let members = self.lock_members();
+        let first = if members.serves() {
+            self.me.as_str()
+        } else {
+            ""
+        };
+        members
+            .ring()
+            .cover(first)
+            .into_iter()
+            .map(str::to_owned)
+            .collect()
+    }
+
     /// The owners of `id` in this node's view, primary first.
     fn owners(&self, id: &str) -> Vec<String> {
         self.lock_members()
@@ -734,20 +751,7 @@ impl Shared {
             limit: u32::try_from(params.limit).unwrap_or(u32::MAX),
             threshold: params.threshold,
         };
-        let cover: Vec<String> = {
-            let members = self.lock_members();
-            let first = if members.serves() {
-                self.me.as_str()
-            } else {
-                ""
-            };
-            members
-                .ring()
-                .cover(first)
-                .into_iter()
-                .map(str::to_owned)
-                .collect()
-        };
+        let cover = self.cover();
         let timeout = self.settings.gather_timeout;
         let asks = cover.iter().map(|m| {
             let request = &request;
@@ -861,20 +865,7 @@ impl Shared {
             limit: u32::try_from(want).unwrap_or(u32::MAX),
             offset: 0,
         };
-        let cover: Vec<String> = {
-            let members = self.lock_members();
-            let first = if members.serves() {
-                self.me.as_str()
-            } else {
-                ""
-            };
-            members
-                .ring()
-                .cover(first)
-                .into_iter()
-                .map(str::to_owned)
-                .collect()
-        };
+        let cover = self.cover();
         let timeout = self.settings.gather_timeout;
         let asks = cover.iter().map(|m| {
             let request = &request;
