@@ -500,7 +500,10 @@ fn sentence(i: usize) -> String {
 async fn store_latency(node: &Node, n: usize) -> (Duration, Duration) {
     let mut ws = support::rpc_connect(&node.rpc).await;
     let mut times = Vec::with_capacity(n);
+    // Paced under the JSON-RPC face's 200 requests/s per connection.
+    let mut pace = tokio::time::interval(Duration::from_millis(6));
     for i in 0..n {
+        pace.tick().await;
         let t = Instant::now();
         let r = support::rpc_call(
             &mut ws,
