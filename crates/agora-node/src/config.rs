@@ -85,18 +85,28 @@ pub struct Config {
 }
 
 /// `[memory]` settings (`docs/node.md` "Memory").
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct MemoryConfig {
     /// Hold memories and join the ring (`serve`, `AGORA_MEMORY_SERVE`; default true).
     pub serve: bool,
-    /// `auto` (MiniLM when installed, else lexical), `minilm` or `lexical` (`embedder`,
-    /// `AGORA_MEMORY_EMBEDDER`).
+    /// `auto` (MiniLM when installed, else lexical), `minilm`, `lexical` or `openai`
+    /// (`embedder`, `AGORA_MEMORY_EMBEDDER`).
     pub embedder: String,
+    /// The API root of the `openai` embedder, e.g. `http://127.0.0.1:11434/v1` (`base_url`,
+    /// `AGORA_MEMORY_BASE_URL`).
+    pub base_url: Option<String>,
+    /// The model the `openai` embedder asks for (`model`, `AGORA_MEMORY_MODEL`).
+    pub model: Option<String>,
+    /// Bearer token of the `openai` embedder (`api_key`, `AGORA_MEMORY_API_KEY`).
+    pub api_key: Option<String>,
     /// Worker threads for embeddings and searches (`workers`, `AGORA_MEMORY_WORKERS`; default 2).
     pub workers: usize,
     /// Most memories this node holds (`max_memories`, `AGORA_MEMORY_MAX_MEMORIES`; default
     /// 200,000).
     pub max_memories: usize,
+    /// Node-to-node memory requests per second accepted from one peer (`peer_rate`,
+    /// `AGORA_MEMORY_PEER_RATE`; default 2,000).
+    pub peer_rate: f64,
 }
 
 impl Default for MemoryConfig {
@@ -104,14 +114,60 @@ impl Default for MemoryConfig {
         Self {
             serve: true,
             embedder: "auto".to_owned(),
+            base_url: None,
+            model: None,
+            api_key: None,
             workers: 2,
             max_memories: 200_000,
+            peer_rate: 2_000.0,
         }
     }
 }
 
+impl MemoryConfig {
+    /// The checks across settings: `openai` needs `base_url` and `model`, and a key is never
+    /// sent in the clear beyond loopback.
+    fn validate(&self) -> Result<(), ConfigError> {
+        if self.embedder != "openai" {
+            return Ok(());
+        }
+        let Some(url) = &self.base_url else {
+            return Err(invalid(
+                "memory.base_url",
+                "required by embedder = \"openai\" (e.g. http://127.0.0.1:11434/v1)",
+            ));
+        };
+        if self.model.is_none() {
+            return Err(invalid("memory.model", "required by embedder = \"openai\""));
+        }
+        if self.api_key.is_some() && url.starts_with("http://") && !is_loopback_url(url) {
+            return Err(invalid(
+                "memory.base_url",
+                "must be https:// when memory.api_key is set and the host is not loopback",
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// Does an `http://` URL name a loopback host (`127.0.0.0/8`, `[::1]` or `localhost`)?
+fn is_loopback_url(url: &str) -> bool {
+    let rest = url.split_once("://").map_or(url, |(_, r)| r);
+    let authority = rest.split(['/', '?', '#']).next().unwrap_or_default();
+    let host = authority.rsplit_once('@').map_or(authority, |(_, h)| h);
+    let host = if let Some(v6) = host.strip_prefix('[') {
+        v6.split(']').next().unwrap_or_default()
+    } else {
+        host.split(':').next().unwrap_or_default()
+    };
+    host.eq_ignore_ascii_case("localhost")
+        || host
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback())
+}
+
 /// The embedders `[memory] embedder` accepts.
-pub const MEMORY_EMBEDDERS: [&str; 3] = ["auto", "minilm", "lexical"];
+pub const MEMORY_EMBEDDERS: [&str; 4] = ["auto", "minilm", "lexical", "openai"];
 
 /// `[agh]` settings.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -325,8 +381,12 @@ struct File {
 struct FileMemory {
     serve: Option<bool>,
     embedder: Option<String>,
+    base_url: Option<String>,
+    model: Option<String>,
+    api_key: Option<String>,
     workers: Option<usize>,
     max_memories: Option<usize>,
+    peer_rate: Option<f64>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -489,10 +549,18 @@ pub struct Overrides {
     pub memory_serve: Option<bool>,
     /// `AGORA_MEMORY_EMBEDDER`.
     pub memory_embedder: Option<String>,
+    /// `AGORA_MEMORY_BASE_URL`.
+    pub memory_base_url: Option<String>,
+    /// `AGORA_MEMORY_MODEL`.
+    pub memory_model: Option<String>,
+    /// `AGORA_MEMORY_API_KEY`.
+    pub memory_api_key: Option<String>,
     /// `AGORA_MEMORY_WORKERS`.
     pub memory_workers: Option<usize>,
     /// `AGORA_MEMORY_MAX_MEMORIES`.
     pub memory_max_memories: Option<usize>,
+    /// `AGORA_MEMORY_PEER_RATE`.
+    pub memory_peer_rate: Option<f64>,
 }
 
 impl Config {
@@ -561,8 +629,12 @@ impl Config {
             agtp_insecure: file.agtp.as_ref().and_then(|a| a.insecure),
             memory_serve: file.memory.as_ref().and_then(|m| m.serve),
             memory_embedder: file.memory.as_ref().and_then(|m| m.embedder.clone()),
+            memory_base_url: file.memory.as_ref().and_then(|m| m.base_url.clone()),
+            memory_model: file.memory.as_ref().and_then(|m| m.model.clone()),
+            memory_api_key: file.memory.as_ref().and_then(|m| m.api_key.clone()),
             memory_workers: file.memory.as_ref().and_then(|m| m.workers),
             memory_max_memories: file.memory.as_ref().and_then(|m| m.max_memories),
+            memory_peer_rate: file.memory.as_ref().and_then(|m| m.peer_rate),
         })?;
         if let Some(agtp) = file.agtp {
             self.apply_agtp(agtp, path)?;
@@ -708,10 +780,33 @@ impl Config {
             if !MEMORY_EMBEDDERS.contains(&e) {
                 return Err(invalid(
                     "memory.embedder",
-                    &format!("{e:?} is not one of auto, minilm, lexical"),
+                    &format!("{e:?} is not one of auto, minilm, lexical, openai"),
                 ));
             }
             e.clone_into(&mut m.embedder);
+        }
+        if let Some(u) = &o.memory_base_url {
+            let u = u.trim();
+            if !(u.starts_with("http://") || u.starts_with("https://")) || u.len() < 10 {
+                return Err(invalid(
+                    "memory.base_url",
+                    &format!("{u:?} is not an http:// or https:// URL"),
+                ));
+            }
+            m.base_url = Some(u.to_owned());
+        }
+        if let Some(model) = &o.memory_model {
+            let model = model.trim();
+            if model.is_empty() || model.len() > 120 || model.chars().any(char::is_control) {
+                return Err(invalid(
+                    "memory.model",
+                    "must be 1..120 printable characters",
+                ));
+            }
+            m.model = Some(model.to_owned());
+        }
+        if let Some(k) = &o.memory_api_key {
+            m.api_key = Some(k.trim().to_owned()).filter(|k| !k.is_empty());
         }
         if let Some(n) = o.memory_workers {
             if !(1..=64).contains(&n) {
@@ -724,6 +819,12 @@ impl Config {
                 return Err(invalid("memory.max_memories", "must be 1..10000000"));
             }
             m.max_memories = n;
+        }
+        if let Some(r) = o.memory_peer_rate {
+            if !(1.0..=1_000_000.0).contains(&r) {
+                return Err(invalid("memory.peer_rate", "must be 1..1000000"));
+            }
+            m.peer_rate = r;
         }
         Ok(())
     }
@@ -831,6 +932,7 @@ impl Config {
                 }
             }
         }
+        self.memory.validate()?;
         if self.peers.low == 0 {
             return Err(invalid("peers_low", "must be at least 1"));
         }
@@ -894,8 +996,12 @@ impl Config {
             agtp_insecure: boolean(&get, "AGORA_AGTP_INSECURE")?,
             memory_serve: boolean(&get, "AGORA_MEMORY_SERVE")?,
             memory_embedder: get("AGORA_MEMORY_EMBEDDER"),
+            memory_base_url: get("AGORA_MEMORY_BASE_URL"),
+            memory_model: get("AGORA_MEMORY_MODEL"),
+            memory_api_key: get("AGORA_MEMORY_API_KEY"),
             memory_workers: number(&get, "AGORA_MEMORY_WORKERS")?,
             memory_max_memories: number(&get, "AGORA_MEMORY_MAX_MEMORIES")?,
+            memory_peer_rate: number(&get, "AGORA_MEMORY_PEER_RATE")?,
         })
     }
 
@@ -1361,12 +1467,57 @@ mod tests {
         assert!(c.memory.serve);
         assert_eq!(c.memory.embedder, "minilm");
         for (toml, key) in [
-            ("[memory]\nembedder = \"openai\"", "memory.embedder:"),
+            ("[memory]\nembedder = \"gpt\"", "memory.embedder:"),
+            ("[memory]\nbase_url = \"ftp://x\"", "memory.base_url:"),
+            ("[memory]\nmodel = \"\"", "memory.model:"),
             ("[memory]\nworkers = 0", "memory.workers:"),
             ("[memory]\nmax_memories = 0", "memory.max_memories:"),
+            ("[memory]\npeer_rate = 0.5", "memory.peer_rate:"),
         ] {
             refused(toml, key);
         }
+    }
+
+    #[test]
+    fn openai_embedder_needs_its_endpoint_and_keeps_keys_off_plain_networks() {
+        let checked = |toml: &str| {
+            let mut c = Config::default();
+            c.apply_file(toml, Path::new("agora.toml")).unwrap();
+            c.validate().map(|()| c)
+        };
+        let base = "[memory]\nembedder = \"openai\"\n";
+        for (extra, key) in [
+            ("model = \"m\"", "memory.base_url:"),
+            ("base_url = \"http://127.0.0.1:11434/v1\"", "memory.model:"),
+            (
+                "base_url = \"http://10.0.0.5:8080/v1\"\nmodel = \"m\"\napi_key = \"k\"",
+                "memory.base_url:",
+            ),
+        ] {
+            let err = checked(&format!("{base}{extra}")).unwrap_err();
+            assert!(err.to_string().starts_with(key), "{extra}: {err}");
+        }
+        for url in [
+            "http://127.0.0.1:11434/v1",
+            "http://localhost/v1",
+            "http://[::1]:8080/v1",
+            "https://10.0.0.5/v1",
+        ] {
+            let c = checked(&format!(
+                "{base}base_url = \"{url}\"\nmodel = \"m\"\napi_key = \"k\""
+            ))
+            .unwrap();
+            assert_eq!(c.memory.base_url.as_deref(), Some(url));
+            assert_eq!(c.memory.api_key.as_deref(), Some("k"));
+        }
+        // Without a key, plain http to another host is the operator's call.
+        checked(&format!(
+            "{base}base_url = \"http://10.0.0.5/v1\"\nmodel = \"m\""
+        ))
+        .unwrap();
+        assert!(!is_loopback_url("http://127.0.0.1@10.0.0.5/v1"));
+        assert!(!is_loopback_url("http://[::2]:80/v1"));
+        assert!(is_loopback_url("http://user@127.0.0.2:9/v1"));
     }
 
     #[test]

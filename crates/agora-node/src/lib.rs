@@ -196,10 +196,17 @@ pub async fn run_until(
         let data = config.data.clone();
         let settings = hyperspace::memory::MemorySettings {
             serve: config.memory.serve,
-            embedder: config.memory.embedder.parse().map_err(NodeError::Memory)?,
+            embedder: hyperspace::memory::EmbedderChoice::from_config(
+                &config.memory.embedder,
+                config.memory.base_url.as_deref(),
+                config.memory.model.as_deref(),
+                config.memory.api_key.as_deref(),
+            )
+            .map_err(NodeError::Memory)?,
             model_dir: agora_embed::model_dir(&config.data),
             workers: config.memory.workers,
             max_memories: config.memory.max_memories,
+            peer_rate: config.memory.peer_rate,
             ..hyperspace::memory::MemorySettings::default()
         };
         let (s, pid, key, m) = (

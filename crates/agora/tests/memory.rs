@@ -12,7 +12,10 @@ use std::path::Path;
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use support::{Node, eventually, get_json, rpc_call, rpc_connect, spawn_node, spawn_node_env};
+use support::{
+    Node, eventually, get_json, rpc_call, rpc_connect, spawn_node, spawn_node_env,
+    spawn_openai_fixture,
+};
 
 /// `/status` `memory` of a node.
 async fn memory_status(node: &Node) -> Value {
@@ -490,4 +493,99 @@ async fn minilm_finds_the_spec_example_among_a_thousand_others() {
         "spec example similarity {sim:.4}, search time {} ms",
         found["result"]["searchTime"]
     );
+}
+
+/// `embedder = "openai"`: a node embeds through an OpenAI-compatible endpoint (the Python
+/// fixture), says so in `/status` and in search results, and ranks by the endpoint's vectors.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_openai_compatible_endpoint_embeds_memories() {
+    let Some(server) = spawn_openai_fixture() else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let node = spawn_node_env(
+        &dir.path().join("n"),
+        &[],
+        30,
+        &[],
+        &[
+            ("AGORA_MEMORY_EMBEDDER", "openai"),
+            ("AGORA_MEMORY_BASE_URL", &server.url),
+            ("AGORA_MEMORY_MODEL", "hash-embed"),
+        ],
+    );
+    let status = memory_status(&node).await;
+    assert_eq!(status["embedder"], "openai:hash-embed", "{status}");
+    let apple = store(&node, "apple pie with cinnamon and butter", json!({})).await;
+    assert_eq!(apple["replicas"], 1);
+    for other in [
+        "the quarterly budget review meeting",
+        "a train timetable for the coast line",
+    ] {
+        store(&node, other, json!({})).await;
+    }
+    let found = call(
+        &node,
+        "memory.search",
+        json!({"query": "cinnamon apple crumble", "limit": 3}),
+    )
+    .await;
+    assert_eq!(found["result"]["embedder"], "openai:hash-embed", "{found}");
+    assert_eq!(
+        ids(&found).first(),
+        apple["id"].as_str().map(str::to_owned).as_ref()
+    );
+    // The endpoint goes away: calls that need an embedding fail with a clear error, others
+    // still work.
+    drop(server);
+    let failed = call(&node, "memory.store", json!({"content": "one more"})).await;
+    assert!(
+        failed["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("embedding endpoint")),
+        "{failed}"
+    );
+    let got = call(&node, "memory.get", json!({"id": apple["id"]})).await;
+    assert_eq!(
+        got["result"]["content"],
+        "apple pie with cinnamon and butter"
+    );
+}
+
+/// Per-peer limits on node-to-node requests: A accepts one request per second from each peer
+/// (bursts of two), so B's writes soon find A refusing its replica (−32003 answered at once),
+/// B's `memory.store` says so with −32007, and A stays a member (a refusal is not a failure).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_peer_over_its_request_rate_is_refused_not_queued() {
+    let dir = tempfile::tempdir().unwrap();
+    let a = spawn_node_env(
+        &dir.path().join("a"),
+        &[],
+        30,
+        &[],
+        &[("AGORA_MEMORY_PEER_RATE", "1")],
+    );
+    let b = spawn_node(&dir.path().join("b"), &[&a.p2p], 30, &[]);
+    members(&[&a, &b], 2).await;
+    let mut ws = rpc_connect(&b.rpc).await;
+    let mut refused = None;
+    for n in 0..20u64 {
+        let r = rpc_call(
+            &mut ws,
+            n,
+            "memory.store",
+            json!({ "content": format!("note number {n}") }),
+        )
+        .await;
+        if r["error"]["code"] == -32007 {
+            refused = Some(r);
+            break;
+        }
+    }
+    let refused = refused.expect("a write beyond A's per-peer rate is refused");
+    assert_eq!(refused["error"]["data"]["required"], 2, "{refused}");
+    assert_eq!(refused["error"]["data"]["acknowledged"], 1, "{refused}");
+    let limited = memory_status(&a).await["counters"]["peer_requests_limited"].clone();
+    assert!(limited.as_u64().is_some_and(|n| n >= 1), "{limited}");
+    assert_eq!(memory_status(&b).await["members"], 2);
 }

@@ -172,7 +172,7 @@ fn bad_settings_exit_two_before_starting() {
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("data");
     type Case<'a> = (&'a [&'a str], &'a [(&'a str, &'a str)], &'a str);
-    let cases: [Case<'_>; 4] = [
+    let cases: [Case<'_>; 5] = [
         (
             &["--peers-low", "10", "--peers-high", "4"],
             &[],
@@ -185,6 +185,11 @@ fn bad_settings_exit_two_before_starting() {
             "AGORA_GREET_INTERVAL:",
         ),
         (&[], &[("AGORA_AGTP_TLS", "maybe")], "AGORA_AGTP_TLS:"),
+        (
+            &[],
+            &[("AGORA_MEMORY_EMBEDDER", "openai")],
+            "memory.base_url:",
+        ),
     ];
     for (args, env, key) in cases {
         let child = Command::new(env!("CARGO_BIN_EXE_agora"))

@@ -419,12 +419,13 @@ impl Agent {
 }
 
 /// A `nats-server` on 127.0.0.1 with a port of its own choosing.
-pub(crate) struct NatsServer {
+/// A server a test started (`nats-server`, the embeddings fixture), killed on drop.
+pub(crate) struct Server {
     child: Child,
     pub(crate) url: String,
 }
 
-impl Drop for NatsServer {
+impl Drop for Server {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
@@ -468,9 +469,9 @@ pub(crate) fn on_path(program: &str) -> bool {
 
 /// Starts `nats-server` (Debian package `nats-server`; `.ci/run` installs it), or `None` when it
 /// is not installed (see [`external`]).
-// The child is reaped by `NatsServer::drop`; a panic before that is a failing test anyway.
+// The child is reaped by `Server::drop`; a panic before that is a failing test anyway.
 #[allow(clippy::zombie_processes)]
-pub(crate) fn spawn_nats() -> Option<NatsServer> {
+pub(crate) fn spawn_nats() -> Option<Server> {
     if !external(
         "nats-server",
         on_path("nats-server"),
@@ -500,12 +501,46 @@ pub(crate) fn spawn_nats() -> Option<NatsServer> {
             .recv_timeout(left)
             .expect("nats-server reports its client port");
         if let Some(addr) = line.split("Listening for client connections on ").nth(1) {
-            return Some(NatsServer {
+            return Some(Server {
                 child,
                 url: format!("nats://{}", addr.trim()),
             });
         }
     }
+}
+
+/// Starts `tests/fixtures/openai_embeddings.py`, an OpenAI-compatible embeddings server on
+/// Python's `http.server` (models `hash-embed`, `slow`, `short`; see the script), or `None` when
+/// `python3` is not installed (see [`external`]). Its `url` is the API root
+/// (`http://127.0.0.1:PORT/v1`).
+#[allow(clippy::zombie_processes)]
+pub(crate) fn spawn_openai_fixture() -> Option<Server> {
+    if !external("python3", on_path("python3"), "apt-get install python3") {
+        return None;
+    }
+    let script = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../tests/fixtures/openai_embeddings.py"
+    );
+    let mut child = Command::new("python3")
+        .arg(script)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("python3 runs");
+    let mut first = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut first)
+        .unwrap();
+    let port: u16 = first
+        .trim()
+        .strip_prefix("listening ")
+        .and_then(|p| p.parse().ok())
+        .unwrap_or_else(|| panic!("the fixture said {first:?}"));
+    Some(Server {
+        child,
+        url: format!("http://127.0.0.1:{port}/v1"),
+    })
 }
 
 /// Resident memory of process `pid` in bytes (`VmRSS` of `/proc/<pid>/status`), or `None` when

@@ -30,6 +30,12 @@
 //! the write is undone: a tombstone newer than the record goes to the owners that took it, so
 //! nothing is half visible. Deletes and tier changes are versioned entries replicated the same
 //! way and also gossiped (signed v2 envelopes) on the sync topic.
+//!
+//! Bounds on other nodes: a node-to-node request is decoded against the same size limits as a
+//! call ([`MemoryLimits`]); each peer may send [`MemorySettings::peer_rate`] requests per second
+//! (bursts of twice as many) with at most [`PEER_IN_FLIGHT`] of them in flight, and all callers
+//! share [`IN_FLIGHT`] slots. A request beyond any of these is answered at once with an `Error`
+//! (−32003, "Rate Limited: …"), never queued.
 
 mod embedders;
 mod members;
@@ -42,6 +48,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use agora_agtp::ratelimit::{Decision, RateConfig, RateLimiter};
 use agora_hyperspace::jsonrpc::{RpcCode, RpcError};
 use agora_hyperspace::memory::params::{
     ArchiveParams, DeleteParams, GetParams, ListParams, MemoryLimits, SearchParams, StoreParams,
@@ -77,6 +84,11 @@ pub const SYNC_TOPIC: &str = agora_hyperspace::memory::SYNC_TOPIC;
 pub const REPLICAS: usize = agora_hyperspace::memory::ring::REPLICAS;
 /// Memory calls and node-to-node requests handled at once; beyond, −32003 / an `Error` answer.
 const IN_FLIGHT: usize = 256;
+/// Node-to-node requests of one peer handled at once; beyond, an `Error` (−32003) answer, so
+/// one peer cannot take every slot of [`IN_FLIGHT`].
+const PEER_IN_FLIGHT: usize = 32;
+/// Peers whose request rate is tracked at once (the longest idle are forgotten first).
+const PEER_RATE_KEYS: usize = 4_096;
 /// Members asked for a memory none of its owners (in this node's view) holds.
 const FALLBACK_ASKS: usize = 8;
 /// Versions per page of an anti-entropy exchange.
@@ -107,6 +119,9 @@ pub struct MemorySettings {
     pub gather_timeout: Duration,
     /// How often a full anti-entropy round runs. Default 15 s.
     pub sync_interval: Duration,
+    /// Node-to-node requests per second accepted from one peer (bursts of twice as many);
+    /// beyond, an `Error` (−32003) answer. Default 2,000.
+    pub peer_rate: f64,
 }
 
 impl Default for MemorySettings {
@@ -122,6 +137,7 @@ impl Default for MemorySettings {
             replicate_timeout: Duration::from_secs(3),
             gather_timeout: Duration::from_secs(2),
             sync_interval: Duration::from_secs(15),
+            peer_rate: 2_000.0,
         }
     }
 }
@@ -194,6 +210,8 @@ struct Shared {
     pool: LongCalls,
     settings: MemorySettings,
     in_flight: Arc<Semaphore>,
+    /// Node-to-node requests in flight, by peer (entries at zero are removed).
+    peer_in_flight: Mutex<HashMap<PeerId, usize>>,
     counters: Mutex<BTreeMap<&'static str, u64>>,
     /// The view changed (a heartbeat, a failure) and no round has run since.
     ring_dirty: AtomicBool,
@@ -256,6 +274,7 @@ pub fn prepare(
             embedders,
             pool,
             in_flight: Arc::new(Semaphore::new(IN_FLIGHT)),
+            peer_in_flight: Mutex::new(HashMap::new()),
             settings,
             counters: Mutex::new(BTreeMap::new()),
             ring_dirty: AtomicBool::new(false),
@@ -278,6 +297,12 @@ pub async fn run(prepared: Prepared, mut inputs: mpsc::Receiver<Input>) {
     let mut last_sync = Instant::now();
     let mut ring_changed: Option<Instant> = None;
     let syncing = Arc::new(tokio::sync::Mutex::new(()));
+    let started = Instant::now();
+    let mut peer_rates = RateLimiter::new(RateConfig {
+        rate: shared.settings.peer_rate,
+        burst: shared.settings.peer_rate * 2.0,
+        max_keys: PEER_RATE_KEYS,
+    });
     loop {
         let input = tokio::select! {
             input = inputs.recv() => match input {
@@ -340,14 +365,43 @@ pub async fn run(prepared: Prepared, mut inputs: mpsc::Receiver<Input>) {
                 data,
                 channel,
             } => {
+                let now = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
+                let refused = match peer_rates.check(&peer.to_string(), now) {
+                    Decision::Allowed => None,
+                    Decision::Limited {
+                        retry_after_ms,
+                        anomaly,
+                    } => {
+                        shared.count("peer_requests_limited");
+                        if anomaly {
+                            tracing::warn!(%peer, rate = shared.settings.peer_rate, "a peer sends memory requests faster than the per-peer rate");
+                        }
+                        Some(format!(
+                            "Rate Limited: more than {} memory requests per second from this peer; retry in {retry_after_ms} ms",
+                            shared.settings.peer_rate
+                        ))
+                    }
+                };
                 let s = Arc::clone(&shared);
-                let permit = Arc::clone(&shared.in_flight).try_acquire_owned();
+                let permits = refused.map_or_else(
+                    || {
+                        let slot = PeerSlot::take(&shared, peer).ok_or_else(|| {
+                            shared.count("peer_requests_limited");
+                            format!("Rate Limited: {PEER_IN_FLIGHT} memory requests from this peer in flight")
+                        })?;
+                        let permit = Arc::clone(&shared.in_flight)
+                            .try_acquire_owned()
+                            .map_err(|_| "Rate Limited: this node is busy".to_owned())?;
+                        Ok((slot, permit))
+                    },
+                    Err,
+                );
                 tokio::spawn(async move {
-                    let response = match permit {
-                        Ok(_permit) => s.peer_request(&peer, &data).await,
-                        Err(_) => MemoryResponse::Error {
+                    let response = match permits {
+                        Ok(_permits) => s.peer_request(&peer, &data).await,
+                        Err(message) => MemoryResponse::Error {
                             code: RpcCode::RATE_LIMITED.0,
-                            message: "busy".into(),
+                            message,
                         },
                     };
                     s.respond(channel, &response).await;
@@ -359,6 +413,47 @@ pub async fn run(prepared: Prepared, mut inputs: mpsc::Receiver<Input>) {
             }
             Input::Status(reply) => {
                 let _ = reply.send(shared.status());
+            }
+        }
+    }
+}
+
+/// One of a peer's [`PEER_IN_FLIGHT`] request slots, given back on drop.
+struct PeerSlot {
+    shared: Arc<Shared>,
+    peer: PeerId,
+}
+
+impl PeerSlot {
+    /// A slot of `peer`, or `None` when all of its slots are taken.
+    fn take(shared: &Arc<Shared>, peer: PeerId) -> Option<Self> {
+        let mut map = shared
+            .peer_in_flight
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let n = map.entry(peer).or_insert(0);
+        if *n >= PEER_IN_FLIGHT {
+            return None;
+        }
+        *n += 1;
+        Some(Self {
+            shared: Arc::clone(shared),
+            peer,
+        })
+    }
+}
+
+impl Drop for PeerSlot {
+    fn drop(&mut self) {
+        let mut map = self
+            .shared
+            .peer_in_flight
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some(n) = map.get_mut(&self.peer) {
+            *n = n.saturating_sub(1);
+            if *n == 0 {
+                map.remove(&self.peer);
             }
         }
     }
