@@ -1149,6 +1149,82 @@ fn scan_text(text: &str, policy: &ResolvedPolicy, found: &mut BTreeSet<SafetyFla
     }
 }
 
+/// `text` with every finding of the safety detectors (all of [`SafetyFlag::ALL`]) replaced by
+/// `[REDACTED:{flag}]`, and the flags found, sorted. Overlapping findings are replaced once, as
+/// one span. Used for what leaves the node (shared trajectories, spec §9.3).
+#[must_use]
+pub fn redact_text(text: &str) -> (String, Vec<SafetyFlag>) {
+    let mut spans: Vec<(usize, usize, SafetyFlag)> = Vec::new();
+    for detector in DETECTORS.iter() {
+        for captures in detector.regex.captures_iter(text) {
+            if let Some(m) = captures.get(1).or_else(|| captures.get(0))
+                && (detector.accept)(m.as_str())
+            {
+                spans.push((m.start(), m.end(), detector.flag));
+            }
+        }
+    }
+    if spans.is_empty() {
+        return (text.to_owned(), Vec::new());
+    }
+    spans.sort_unstable();
+    let mut flags = BTreeSet::new();
+    let mut out = String::with_capacity(text.len());
+    let mut at = 0;
+    let mut i = 0;
+    while i < spans.len() {
+        let (start, mut end, flag) = spans[i];
+        flags.insert(flag);
+        let mut j = i + 1;
+        while j < spans.len() && spans[j].0 < end {
+            end = end.max(spans[j].1);
+            flags.insert(spans[j].2);
+            j += 1;
+        }
+        if start >= at {
+            out.push_str(&text[at..start]);
+            out.push_str("[REDACTED:");
+            out.push_str(flag.as_str());
+            out.push(']');
+            at = end;
+        }
+        i = j;
+    }
+    out.push_str(&text[at..]);
+    (out, flags.into_iter().collect())
+}
+
+/// [`redact_text`] over every string and number of `value` (a number that is a finding becomes
+/// the redaction text); the flags found, sorted and without repeats, are added to `flags`.
+#[must_use]
+pub fn redact_value(value: &Value, flags: &mut BTreeSet<SafetyFlag>) -> Value {
+    match value {
+        Value::String(text) => {
+            let (clean, found) = redact_text(text);
+            flags.extend(found);
+            Value::String(clean)
+        }
+        Value::Number(n) => {
+            let text = n.to_string();
+            let (clean, found) = redact_text(&text);
+            if found.is_empty() {
+                value.clone()
+            } else {
+                flags.extend(found);
+                Value::String(clean)
+            }
+        }
+        Value::Array(items) => Value::Array(items.iter().map(|v| redact_value(v, flags)).collect()),
+        Value::Object(members) => Value::Object(
+            members
+                .iter()
+                .map(|(k, v)| (k.clone(), redact_value(v, flags)))
+                .collect(),
+        ),
+        Value::Null | Value::Bool(_) => value.clone(),
+    }
+}
+
 /// Collects every string, object key and number in `content`; `false` once more than `budget`
 /// bytes would be collected.
 fn collect_texts<'a>(content: &'a Value, out: &mut Vec<Cow<'a, str>>, budget: &mut usize) -> bool {
@@ -1741,5 +1817,35 @@ mod tests {
         assert!(second.allowed);
         assert_eq!(window.hits, VecDeque::from([1000, 1000]));
         assert_eq!(second.reset_at, 1100);
+    }
+
+    #[test]
+    fn redaction_replaces_every_finding_and_keeps_the_rest() {
+        let (clean, flags) = redact_text(
+            "mail ana@agents.localhost, key sk-abcdefghijklmnopqrstuvwxyz0123456789ABCD, card 4111 1111 1111 1111.",
+        );
+        assert_eq!(
+            clean,
+            "mail [REDACTED:pii.email], key [REDACTED:secret.api_key], card [REDACTED:pii.credit_card]."
+        );
+        assert_eq!(
+            flags,
+            vec![
+                SafetyFlag::PiiEmail,
+                SafetyFlag::PiiCreditCard,
+                SafetyFlag::SecretApiKey
+            ]
+        );
+        assert_eq!(redact_text("nothing here"), ("nothing here".into(), vec![]));
+        let mut found = BTreeSet::new();
+        let v = redact_value(
+            &json!({"to": ["x@mail.localhost"], "n": 4_111_111_111_111_111_u64, "ok": 3}),
+            &mut found,
+        );
+        assert_eq!(
+            v,
+            json!({"to": ["[REDACTED:pii.email]"], "n": "[REDACTED:pii.credit_card]", "ok": 3})
+        );
+        assert_eq!(found.len(), 2);
     }
 }

@@ -1,0 +1,22 @@
+//! The Self-Improving primitive (spec §5.2, §7.3, §9.3, §9.4), sans IO: trajectories, the
+//! library of one task type, exemplar selection, curation, augmentation by critique, difficulty
+//! and contributor reputation (notes: `hyperspace-primitives.md` §3).
+//!
+//! | module | owns |
+//! |---|---|
+//! | [`trajectory`] | the trajectory record, its checks (−32008), states, ids, content hash |
+//! | [`library`] | admission, utility, reputation, exemplars (strategies, diversity), curation, critique, difficulty, stats |
+//! | [`params`] | the other methods' parameters |
+//!
+//! Every function is pure: time, randomness and reputation come in as arguments, so the same
+//! inputs give the same scores and order on every node. What goes on the wire is redacted with
+//! [`crate::guard::redact_value`] first. The node's side (libraries in redb, the trajectory
+//! topics, reputation in gossipsub's peer scores, the `improving.*` methods) is not built yet:
+//! those methods still answer −32601.
+
+pub mod library;
+pub mod params;
+pub mod trajectory;
+
+pub use library::{Library, Reputation, Strategy};
+pub use trajectory::{RecordParams, Trajectory, TrajectoryLimits, TrajectoryState};
