@@ -203,17 +203,23 @@ pub(crate) async fn rpc_call(ws: &mut Ws, id: u64, method: &str, params: Value) 
     ws.send(Message::Text(req.to_string().into()))
         .await
         .unwrap();
-    let msg = tokio::time::timeout(Duration::from_secs(20), ws.next())
-        .await
-        .expect("a response in time")
-        .expect("the connection is open")
-        .unwrap();
-    let Message::Text(text) = msg else {
-        panic!("expected a text frame, got {msg:?}")
-    };
-    let v: Value = serde_json::from_str(text.as_str()).unwrap();
-    assert_eq!(v["id"], id, "response to call {id}: {v}");
-    v
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        let msg = tokio::time::timeout_at(deadline, ws.next())
+            .await
+            .expect("a response in time")
+            .expect("the connection is open")
+            .unwrap();
+        let text = match msg {
+            Message::Text(text) => text,
+            // The face pings long-lived connections; tungstenite answers by itself.
+            Message::Ping(_) | Message::Pong(_) => continue,
+            other => panic!("expected a text frame, got {other:?}"),
+        };
+        let v: Value = serde_json::from_str(text.as_str()).unwrap();
+        assert_eq!(v["id"], id, "response to call {id}: {v}");
+        return v;
+    }
 }
 
 /// Polls `f` until it returns `Some` or `timeout` passes.
@@ -509,18 +515,19 @@ pub(crate) fn spawn_nats() -> Option<Server> {
     }
 }
 
-/// Starts `tests/fixtures/openai_embeddings.py`, an OpenAI-compatible embeddings server on
-/// Python's `http.server` (models `hash-embed`, `slow`, `short`; see the script), or `None` when
+/// Starts `tests/fixtures/openai_server.py`, an OpenAI-compatible server (embeddings: models
+/// `hash-embed`, `slow`, `short`; chat completions: `lessons`, `garbage`, `slow`; see the
+/// script) on Python's `http.server`, or `None` when
 /// `python3` is not installed (see [`external`]). Its `url` is the API root
 /// (`http://127.0.0.1:PORT/v1`).
 #[allow(clippy::zombie_processes)]
-pub(crate) fn spawn_openai_fixture() -> Option<Server> {
+pub(crate) fn spawn_openai_server() -> Option<Server> {
     if !external("python3", on_path("python3"), "apt-get install python3") {
         return None;
     }
     let script = concat!(
         env!("CARGO_MANIFEST_DIR"),
-        "/../../tests/fixtures/openai_embeddings.py"
+        "/../../tests/fixtures/openai_server.py"
     );
     let mut child = Command::new("python3")
         .arg(script)
