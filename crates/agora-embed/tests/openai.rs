@@ -1,5 +1,5 @@
 //! The `openai` embedder against a real HTTP server on 127.0.0.1: the fixture
-//! `tests/fixtures/openai_embeddings.py` (Python's standard library `http.server`, another HTTP
+//! `tests/fixtures/openai_server.py` (Python's standard library `http.server`, another HTTP
 //! stack than ours) speaking the OpenAI embeddings shape. It needs `python3`; without it each
 //! test prints one `skipped: …` line and passes, unless `AGORA_REQUIRE_EXTERNAL=1` (as `.ci/run`
 //! sets), which makes that a failure.
@@ -31,7 +31,7 @@ impl Drop for Fixture {
 fn fixture(args: &[&str]) -> Option<Fixture> {
     let script = concat!(
         env!("CARGO_MANIFEST_DIR"),
-        "/../../tests/fixtures/openai_embeddings.py"
+        "/../../tests/fixtures/openai_server.py"
     );
     let child = Command::new("python3")
         .arg(script)

@@ -82,6 +82,8 @@ pub struct Config {
     pub rpc_guard_budget: Duration,
     /// `[memory]` settings.
     pub memory: MemoryConfig,
+    /// `[learning]` settings.
+    pub learning: LearningConfig,
 }
 
 /// `[memory]` settings (`docs/node.md` "Memory").
@@ -92,13 +94,9 @@ pub struct MemoryConfig {
     /// `auto` (MiniLM when installed, else lexical), `minilm`, `lexical` or `openai`
     /// (`embedder`, `AGORA_MEMORY_EMBEDDER`).
     pub embedder: String,
-    /// The API root of the `openai` embedder, e.g. `http://127.0.0.1:11434/v1` (`base_url`,
-    /// `AGORA_MEMORY_BASE_URL`).
-    pub base_url: Option<String>,
-    /// The model the `openai` embedder asks for (`model`, `AGORA_MEMORY_MODEL`).
-    pub model: Option<String>,
-    /// Bearer token of the `openai` embedder (`api_key`, `AGORA_MEMORY_API_KEY`).
-    pub api_key: Option<String>,
+    /// The `openai` embedder's endpoint (`base_url`, `model`, `api_key`;
+    /// `AGORA_MEMORY_BASE_URL`, `AGORA_MEMORY_MODEL`, `AGORA_MEMORY_API_KEY`).
+    pub endpoint: Endpoint,
     /// Worker threads for embeddings and searches (`workers`, `AGORA_MEMORY_WORKERS`; default 2).
     pub workers: usize,
     /// Most memories this node holds (`max_memories`, `AGORA_MEMORY_MAX_MEMORIES`; default
@@ -114,9 +112,7 @@ impl Default for MemoryConfig {
         Self {
             serve: true,
             embedder: "auto".to_owned(),
-            base_url: None,
-            model: None,
-            api_key: None,
+            endpoint: Endpoint::default(),
             workers: 2,
             max_memories: 200_000,
             peer_rate: 2_000.0,
@@ -124,29 +120,115 @@ impl Default for MemoryConfig {
     }
 }
 
-impl MemoryConfig {
-    /// The checks across settings: `openai` needs `base_url` and `model`, and a key is never
-    /// sent in the clear beyond loopback.
-    fn validate(&self) -> Result<(), ConfigError> {
-        if self.embedder != "openai" {
-            return Ok(());
+/// An OpenAI-compatible endpoint: `base_url`, `model`, `api_key` of a section.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Endpoint {
+    /// The API root, e.g. `http://127.0.0.1:11434/v1`.
+    pub base_url: Option<String>,
+    /// The model asked for.
+    pub model: Option<String>,
+    /// Bearer token.
+    pub api_key: Option<String>,
+}
+
+impl Endpoint {
+    /// Applies one layer's values of section `section`, each checked.
+    fn apply(
+        &mut self,
+        section: &str,
+        base_url: Option<&String>,
+        model: Option<&String>,
+        api_key: Option<&String>,
+    ) -> Result<(), ConfigError> {
+        if let Some(u) = base_url {
+            let u = u.trim();
+            if !(u.starts_with("http://") || u.starts_with("https://")) || u.len() < 10 {
+                return Err(invalid(
+                    &format!("{section}.base_url"),
+                    &format!("{u:?} is not an http:// or https:// URL"),
+                ));
+            }
+            self.base_url = Some(u.to_owned());
         }
+        if let Some(model) = model {
+            let model = model.trim();
+            if model.is_empty() || model.len() > 120 || model.chars().any(char::is_control) {
+                return Err(invalid(
+                    &format!("{section}.model"),
+                    "must be 1..120 printable characters",
+                ));
+            }
+            self.model = Some(model.to_owned());
+        }
+        if let Some(k) = api_key {
+            self.api_key = Some(k.trim().to_owned()).filter(|k| !k.is_empty());
+        }
+        Ok(())
+    }
+
+    /// The checks when the endpoint is used (`user` names the setting that uses it): `base_url`
+    /// and `model` are required, and a key is never sent in the clear beyond loopback.
+    fn validate(&self, section: &str, user: &str) -> Result<(), ConfigError> {
         let Some(url) = &self.base_url else {
             return Err(invalid(
-                "memory.base_url",
-                "required by embedder = \"openai\" (e.g. http://127.0.0.1:11434/v1)",
+                &format!("{section}.base_url"),
+                &format!("required by {user} (e.g. http://127.0.0.1:11434/v1)"),
             ));
         };
         if self.model.is_none() {
-            return Err(invalid("memory.model", "required by embedder = \"openai\""));
+            return Err(invalid(
+                &format!("{section}.model"),
+                &format!("required by {user}"),
+            ));
         }
         if self.api_key.is_some() && url.starts_with("http://") && !is_loopback_url(url) {
             return Err(invalid(
-                "memory.base_url",
-                "must be https:// when memory.api_key is set and the host is not loopback",
+                &format!("{section}.base_url"),
+                &format!(
+                    "must be https:// when {section}.api_key is set and the host is not loopback"
+                ),
             ));
         }
         Ok(())
+    }
+}
+
+impl MemoryConfig {
+    /// The checks across settings: `openai` needs its endpoint.
+    fn validate(&self) -> Result<(), ConfigError> {
+        if self.embedder == "openai" {
+            self.endpoint.validate("memory", "embedder = \"openai\"")?;
+        }
+        Ok(())
+    }
+}
+
+/// `[learning]` settings (`docs/node.md` "Learning").
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LearningConfig {
+    /// `builtin` or `openai` (`reflector`, `AGORA_LEARNING_REFLECTOR`).
+    pub reflector: String,
+    /// The `openai` reflector's chat endpoint (`base_url`, `model`, `api_key`;
+    /// `AGORA_LEARNING_BASE_URL`, `AGORA_LEARNING_MODEL`, `AGORA_LEARNING_API_KEY`).
+    pub endpoint: Endpoint,
+    /// Deadline of one LLM reflection (`timeout_ms`, `AGORA_LEARNING_TIMEOUT_MS`; default
+    /// 20,000).
+    pub timeout_ms: u64,
+    /// Most playbooks (`max_playbooks`, `AGORA_LEARNING_MAX_PLAYBOOKS`; default 1,000).
+    pub max_playbooks: usize,
+    /// Most bullets per playbook (`max_bullets`, `AGORA_LEARNING_MAX_BULLETS`; default 5,000).
+    pub max_bullets: usize,
+}
+
+impl Default for LearningConfig {
+    fn default() -> Self {
+        Self {
+            reflector: "builtin".to_owned(),
+            endpoint: Endpoint::default(),
+            timeout_ms: 20_000,
+            max_playbooks: 1_000,
+            max_bullets: 5_000,
+        }
     }
 }
 
@@ -309,6 +391,7 @@ impl Default for Config {
             rpc_guard_workers: crate::hyperspace::LongCallSettings::default().workers,
             rpc_guard_budget: crate::hyperspace::LongCallSettings::default().budget,
             memory: MemoryConfig::default(),
+            learning: LearningConfig::default(),
         }
     }
 }
@@ -374,6 +457,19 @@ struct File {
     rpc: Option<FileRpc>,
     agtp: Option<FileAgtp>,
     memory: Option<FileMemory>,
+    learning: Option<FileLearning>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FileLearning {
+    reflector: Option<String>,
+    base_url: Option<String>,
+    model: Option<String>,
+    api_key: Option<String>,
+    timeout_ms: Option<u64>,
+    max_playbooks: Option<usize>,
+    max_bullets: Option<usize>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -561,6 +657,20 @@ pub struct Overrides {
     pub memory_max_memories: Option<usize>,
     /// `AGORA_MEMORY_PEER_RATE`.
     pub memory_peer_rate: Option<f64>,
+    /// `AGORA_LEARNING_REFLECTOR`.
+    pub learning_reflector: Option<String>,
+    /// `AGORA_LEARNING_BASE_URL`.
+    pub learning_base_url: Option<String>,
+    /// `AGORA_LEARNING_MODEL`.
+    pub learning_model: Option<String>,
+    /// `AGORA_LEARNING_API_KEY`.
+    pub learning_api_key: Option<String>,
+    /// `AGORA_LEARNING_TIMEOUT_MS`.
+    pub learning_timeout_ms: Option<u64>,
+    /// `AGORA_LEARNING_MAX_PLAYBOOKS`.
+    pub learning_max_playbooks: Option<usize>,
+    /// `AGORA_LEARNING_MAX_BULLETS`.
+    pub learning_max_bullets: Option<usize>,
 }
 
 impl Config {
@@ -635,6 +745,13 @@ impl Config {
             memory_workers: file.memory.as_ref().and_then(|m| m.workers),
             memory_max_memories: file.memory.as_ref().and_then(|m| m.max_memories),
             memory_peer_rate: file.memory.as_ref().and_then(|m| m.peer_rate),
+            learning_reflector: file.learning.as_ref().and_then(|l| l.reflector.clone()),
+            learning_base_url: file.learning.as_ref().and_then(|l| l.base_url.clone()),
+            learning_model: file.learning.as_ref().and_then(|l| l.model.clone()),
+            learning_api_key: file.learning.as_ref().and_then(|l| l.api_key.clone()),
+            learning_timeout_ms: file.learning.as_ref().and_then(|l| l.timeout_ms),
+            learning_max_playbooks: file.learning.as_ref().and_then(|l| l.max_playbooks),
+            learning_max_bullets: file.learning.as_ref().and_then(|l| l.max_bullets),
         })?;
         if let Some(agtp) = file.agtp {
             self.apply_agtp(agtp, path)?;
@@ -663,6 +780,7 @@ impl Config {
     pub fn apply(&mut self, o: Overrides) -> Result<(), ConfigError> {
         self.apply_access(&o)?;
         self.apply_memory(&o)?;
+        self.apply_learning(&o)?;
         if let Some(d) = o.data {
             self.data = d;
         }
@@ -785,29 +903,12 @@ impl Config {
             }
             e.clone_into(&mut m.embedder);
         }
-        if let Some(u) = &o.memory_base_url {
-            let u = u.trim();
-            if !(u.starts_with("http://") || u.starts_with("https://")) || u.len() < 10 {
-                return Err(invalid(
-                    "memory.base_url",
-                    &format!("{u:?} is not an http:// or https:// URL"),
-                ));
-            }
-            m.base_url = Some(u.to_owned());
-        }
-        if let Some(model) = &o.memory_model {
-            let model = model.trim();
-            if model.is_empty() || model.len() > 120 || model.chars().any(char::is_control) {
-                return Err(invalid(
-                    "memory.model",
-                    "must be 1..120 printable characters",
-                ));
-            }
-            m.model = Some(model.to_owned());
-        }
-        if let Some(k) = &o.memory_api_key {
-            m.api_key = Some(k.trim().to_owned()).filter(|k| !k.is_empty());
-        }
+        m.endpoint.apply(
+            "memory",
+            o.memory_base_url.as_ref(),
+            o.memory_model.as_ref(),
+            o.memory_api_key.as_ref(),
+        )?;
         if let Some(n) = o.memory_workers {
             if !(1..=64).contains(&n) {
                 return Err(invalid("memory.workers", "must be 1..64"));
@@ -825,6 +926,46 @@ impl Config {
                 return Err(invalid("memory.peer_rate", "must be 1..1000000"));
             }
             m.peer_rate = r;
+        }
+        Ok(())
+    }
+
+    /// Applies the `[learning]` settings of one layer.
+    fn apply_learning(&mut self, o: &Overrides) -> Result<(), ConfigError> {
+        let l = &mut self.learning;
+        if let Some(r) = &o.learning_reflector {
+            let r = r.trim();
+            if !["builtin", "openai"].contains(&r) {
+                return Err(invalid(
+                    "learning.reflector",
+                    &format!("{r:?} is not builtin or openai"),
+                ));
+            }
+            r.clone_into(&mut l.reflector);
+        }
+        l.endpoint.apply(
+            "learning",
+            o.learning_base_url.as_ref(),
+            o.learning_model.as_ref(),
+            o.learning_api_key.as_ref(),
+        )?;
+        if let Some(t) = o.learning_timeout_ms {
+            if !(100..=600_000).contains(&t) {
+                return Err(invalid("learning.timeout_ms", "must be 100..600000"));
+            }
+            l.timeout_ms = t;
+        }
+        if let Some(n) = o.learning_max_playbooks {
+            if !(1..=1_000_000).contains(&n) {
+                return Err(invalid("learning.max_playbooks", "must be 1..1000000"));
+            }
+            l.max_playbooks = n;
+        }
+        if let Some(n) = o.learning_max_bullets {
+            if !(1..=100_000).contains(&n) {
+                return Err(invalid("learning.max_bullets", "must be 1..100000"));
+            }
+            l.max_bullets = n;
         }
         Ok(())
     }
@@ -933,6 +1074,11 @@ impl Config {
             }
         }
         self.memory.validate()?;
+        if self.learning.reflector == "openai" {
+            self.learning
+                .endpoint
+                .validate("learning", "reflector = \"openai\"")?;
+        }
         if self.peers.low == 0 {
             return Err(invalid("peers_low", "must be at least 1"));
         }
@@ -1002,6 +1148,13 @@ impl Config {
             memory_workers: number(&get, "AGORA_MEMORY_WORKERS")?,
             memory_max_memories: number(&get, "AGORA_MEMORY_MAX_MEMORIES")?,
             memory_peer_rate: number(&get, "AGORA_MEMORY_PEER_RATE")?,
+            learning_reflector: get("AGORA_LEARNING_REFLECTOR"),
+            learning_base_url: get("AGORA_LEARNING_BASE_URL"),
+            learning_model: get("AGORA_LEARNING_MODEL"),
+            learning_api_key: get("AGORA_LEARNING_API_KEY"),
+            learning_timeout_ms: number(&get, "AGORA_LEARNING_TIMEOUT_MS")?,
+            learning_max_playbooks: number(&get, "AGORA_LEARNING_MAX_PLAYBOOKS")?,
+            learning_max_bullets: number(&get, "AGORA_LEARNING_MAX_BULLETS")?,
         })
     }
 
@@ -1507,8 +1660,8 @@ mod tests {
                 "{base}base_url = \"{url}\"\nmodel = \"m\"\napi_key = \"k\""
             ))
             .unwrap();
-            assert_eq!(c.memory.base_url.as_deref(), Some(url));
-            assert_eq!(c.memory.api_key.as_deref(), Some("k"));
+            assert_eq!(c.memory.endpoint.base_url.as_deref(), Some(url));
+            assert_eq!(c.memory.endpoint.api_key.as_deref(), Some("k"));
         }
         // Without a key, plain http to another host is the operator's call.
         checked(&format!(
@@ -1518,6 +1671,44 @@ mod tests {
         assert!(!is_loopback_url("http://127.0.0.1@10.0.0.5/v1"));
         assert!(!is_loopback_url("http://[::2]:80/v1"));
         assert!(is_loopback_url("http://user@127.0.0.2:9/v1"));
+    }
+
+    #[test]
+    fn learning_settings_layer_and_are_checked() {
+        let mut c = Config::default();
+        assert_eq!(c.learning, LearningConfig::default());
+        c.apply_file(
+            "[learning]\nreflector = \"openai\"\nbase_url = \"http://127.0.0.1:8080/v1\"\nmodel = \"m\"\ntimeout_ms = 500\nmax_playbooks = 3\nmax_bullets = 10",
+            Path::new("agora.toml"),
+        )
+        .unwrap();
+        c.validate().unwrap();
+        assert_eq!(c.learning.reflector, "openai");
+        assert_eq!(c.learning.endpoint.model.as_deref(), Some("m"));
+        assert_eq!(
+            (
+                c.learning.timeout_ms,
+                c.learning.max_playbooks,
+                c.learning.max_bullets
+            ),
+            (500, 3, 10)
+        );
+        for (toml, key) in [
+            ("[learning]\nreflector = \"gpt\"", "learning.reflector:"),
+            ("[learning]\ntimeout_ms = 5", "learning.timeout_ms:"),
+            ("[learning]\nmax_bullets = 0", "learning.max_bullets:"),
+            ("[learning]\nbase_url = \"x\"", "learning.base_url:"),
+        ] {
+            refused(toml, key);
+        }
+        let mut c = Config::default();
+        c.apply_file(
+            "[learning]\nreflector = \"openai\"",
+            Path::new("agora.toml"),
+        )
+        .unwrap();
+        let err = c.validate().unwrap_err();
+        assert!(err.to_string().starts_with("learning.base_url:"), "{err}");
     }
 
     #[test]

@@ -80,6 +80,9 @@ pub enum NodeError {
     /// The AGTP face could not be set up (keys, certificate, peers, index).
     #[error("agtp: {0}")]
     Agtp(String),
+    /// The learning service could not start (its store, its tokenizer).
+    #[error("learning: {0}")]
+    Learning(String),
     /// The memory service could not start (its key, its store, its embedder).
     #[error("memory: {0}")]
     Memory(String),
@@ -198,9 +201,9 @@ pub async fn run_until(
             serve: config.memory.serve,
             embedder: hyperspace::memory::EmbedderChoice::from_config(
                 &config.memory.embedder,
-                config.memory.base_url.as_deref(),
-                config.memory.model.as_deref(),
-                config.memory.api_key.as_deref(),
+                config.memory.endpoint.base_url.as_deref(),
+                config.memory.endpoint.model.as_deref(),
+                config.memory.endpoint.api_key.as_deref(),
             )
             .map_err(NodeError::Memory)?,
             model_dir: agora_embed::model_dir(&config.data),
@@ -231,7 +234,41 @@ pub async fn run_until(
     } else {
         tracing::info!(embedder, "memory embedder");
     }
+    let learning_embedder = memory.default_embedder();
     tokio::spawn(hyperspace::memory::run(memory, mem_rx));
+    let (learn_tx, learn_rx) = mpsc::channel(1024);
+    let learning = {
+        let settings = hyperspace::learning::LearningSettings {
+            max_playbooks: config.learning.max_playbooks,
+            playbook: agora_hyperspace::learning::PlaybookLimits {
+                max_bullets: config.learning.max_bullets,
+                ..agora_hyperspace::learning::PlaybookLimits::default()
+            },
+            reflector: match config.learning.reflector.as_str() {
+                "openai" => {
+                    let e = &config.learning.endpoint;
+                    hyperspace::learning::ReflectorChoice::OpenAi(
+                        hyperspace::learning::ChatConfig {
+                            base_url: e.base_url.clone().unwrap_or_default(),
+                            model: e.model.clone().unwrap_or_default(),
+                            api_key: e.api_key.clone(),
+                            timeout: Duration::from_millis(config.learning.timeout_ms),
+                        },
+                    )
+                }
+                _ => hyperspace::learning::ReflectorChoice::Builtin,
+            },
+            ..hyperspace::learning::LearningSettings::default()
+        };
+        let (s, rt) = (store.clone(), tokio::runtime::Handle::current());
+        tokio::task::spawn_blocking(move || {
+            hyperspace::learning::prepare(s, settings, Some(learning_embedder), rt)
+        })
+        .await
+        .map_err(|e| NodeError::Learning(e.to_string()))?
+        .map_err(NodeError::Learning)?
+    };
+    tokio::spawn(hyperspace::learning::run(learning, learn_rx));
     tokio::spawn(route_mesh_events(
         events_rx,
         agh_events_tx,
@@ -252,12 +289,17 @@ pub async fn run_until(
         }
     });
     let (calls_tx, mut calls_rx) = mpsc::channel::<rpc::Call>(4096);
-    let (hs_calls, mem_calls) = (hs_tx.clone(), mem_tx.clone());
+    let (hs_calls, mem_calls, learn_calls) = (hs_tx.clone(), mem_tx.clone(), learn_tx.clone());
     tokio::spawn(async move {
         while let Some(call) = calls_rx.recv().await {
             let sent = if call.request.method.starts_with("memory.") {
                 mem_calls
                     .send(hyperspace::memory::Input::Call(call))
+                    .await
+                    .is_ok()
+            } else if call.request.method.starts_with("learning.") {
+                learn_calls
+                    .send(hyperspace::learning::Input::Call(call))
                     .await
                     .is_ok()
             } else {
@@ -342,6 +384,7 @@ pub async fn run_until(
         mesh: mesh_tx,
         hyperspace: hs_tx,
         memory: mem_tx,
+        learning: learn_tx,
         conn_ids: Arc::new(AtomicU64::new(1)),
         started,
         faces: Arc::new(faces),

@@ -56,6 +56,8 @@ pub struct AppState {
     pub hyperspace: mpsc::Sender<crate::hyperspace::Input>,
     /// The memory service.
     pub memory: mpsc::Sender<crate::hyperspace::memory::Input>,
+    /// The learning service.
+    pub learning: mpsc::Sender<crate::hyperspace::learning::Input>,
     /// Connection id source.
     pub conn_ids: Arc<AtomicU64>,
     /// Node start time.
@@ -246,6 +248,17 @@ async fn status(State(state): State<AppState>) -> Response {
     } else {
         serde_json::Value::Null
     };
+    let (ltx, lrx) = oneshot::channel();
+    let learning = if state
+        .learning
+        .send(crate::hyperspace::learning::Input::Status(ltx))
+        .await
+        .is_ok()
+    {
+        lrx.await.unwrap_or(serde_json::Value::Null)
+    } else {
+        serde_json::Value::Null
+    };
     Json(json!({
         "peer_id": mesh.peer_id,
         "uptime_secs": state.started.elapsed().as_secs(),
@@ -274,6 +287,7 @@ async fn status(State(state): State<AppState>) -> Response {
         },
         "agh": agh,
         "memory": memory,
+        "learning": learning,
     }))
     .into_response()
 }

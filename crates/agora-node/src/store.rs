@@ -16,7 +16,7 @@ use tokio::sync::{mpsc, oneshot};
 /// File name of the database inside the data directory.
 pub const DB_FILE: &str = "agora.redb";
 /// Current schema version.
-pub const SCHEMA_VERSION: u64 = 6;
+pub const SCHEMA_VERSION: u64 = 7;
 
 const META: TableDefinition<'_, &str, u64> = TableDefinition::new("meta");
 /// Local capability catalogs: Peer ID → catalog JSON (`{"capabilities":[…]}`).
@@ -37,6 +37,11 @@ const ANS_AUDIT: TableDefinition<'_, &str, &str> = TableDefinition::new("ans_aud
 /// Memories this node holds as a replica: memory id → sealed entry (`hyperspace::memory::vault`:
 /// base64 of nonce and XChaCha20-Poly1305 ciphertext of the entry's JSON, live or tombstone).
 const HS_MEMORIES: TableDefinition<'_, &str, &str> = TableDefinition::new("hs_memories");
+/// Learning playbooks: playbook key (`hyperspace::learning`) → JSON of the playbook without its
+/// bullets (version, next number, tool averages).
+const HS_PLAYBOOKS: TableDefinition<'_, &str, &str> = TableDefinition::new("hs_playbooks");
+/// Their bullets: `playbook key NUL 20-digit number` → JSON of the bullet entry.
+const HS_BULLETS: TableDefinition<'_, &str, &str> = TableDefinition::new("hs_bullets");
 
 /// The tables holding text rows.
 #[derive(Clone, Copy, Debug)]
@@ -49,10 +54,12 @@ enum Table {
     AnsAgents,
     AnsAudit,
     HsMemories,
+    HsPlaybooks,
+    HsBullets,
 }
 
 impl Table {
-    const ALL: [Self; 8] = [
+    const ALL: [Self; 10] = [
         Self::Catalogs,
         Self::Interactions,
         Self::HsSessions,
@@ -61,6 +68,8 @@ impl Table {
         Self::AnsAgents,
         Self::AnsAudit,
         Self::HsMemories,
+        Self::HsPlaybooks,
+        Self::HsBullets,
     ];
 
     fn def(self) -> TableDefinition<'static, &'static str, &'static str> {
@@ -73,6 +82,8 @@ impl Table {
             Self::AnsAgents => ANS_AGENTS,
             Self::AnsAudit => ANS_AUDIT,
             Self::HsMemories => HS_MEMORIES,
+            Self::HsPlaybooks => HS_PLAYBOOKS,
+            Self::HsBullets => HS_BULLETS,
         }
     }
 }
@@ -121,6 +132,11 @@ enum Write {
 /// Key of an interaction record.
 fn interaction_key(channel: &str, interaction_id: &str) -> String {
     format!("{channel}\0{interaction_id}")
+}
+
+/// Key of a bullet row: sorts by playbook, then number.
+fn bullet_key(playbook: &str, seq: u64) -> String {
+    format!("{playbook}\0{seq:020}")
 }
 
 /// Key of an audit record: sorts in sequence order.
@@ -287,6 +303,60 @@ impl Store {
         self.read_all(HS_MEMORIES)
     }
 
+    /// Writes one change of a playbook in one transaction: its row (`None`: the playbook is
+    /// gone), the bullet rows put and the bullet rows deleted (by number); returns once durable.
+    pub async fn put_playbook(
+        &self,
+        key: &str,
+        row: Option<&str>,
+        bullets: Vec<(u64, String)>,
+        removed: &[u64],
+    ) -> Result<(), StoreError> {
+        let mut writes = Vec::with_capacity(1 + bullets.len() + removed.len());
+        writes.push(match row {
+            Some(row) => Write::Put {
+                table: Table::HsPlaybooks,
+                key: key.to_owned(),
+                value: row.to_owned(),
+            },
+            None => Write::Delete {
+                table: Table::HsPlaybooks,
+                key: key.to_owned(),
+            },
+        });
+        for seq in removed {
+            writes.push(Write::Delete {
+                table: Table::HsBullets,
+                key: bullet_key(key, *seq),
+            });
+        }
+        for (seq, value) in bullets {
+            writes.push(Write::Put {
+                table: Table::HsBullets,
+                key: bullet_key(key, seq),
+                value,
+            });
+        }
+        self.submit_all(writes).await
+    }
+
+    /// Every playbook row, by key (a blocking read).
+    pub fn hs_playbooks(&self) -> Result<Vec<(String, String)>, StoreError> {
+        self.read_all(HS_PLAYBOOKS)
+    }
+
+    /// Every bullet row: `(playbook key, number, JSON)`, in key order (a blocking read).
+    pub fn hs_bullets(&self) -> Result<Vec<(String, u64, String)>, StoreError> {
+        Ok(self
+            .read_all(HS_BULLETS)?
+            .into_iter()
+            .filter_map(|(k, v)| {
+                let (playbook, seq) = k.split_once('\0')?;
+                Some((playbook.to_owned(), seq.parse().ok()?, v))
+            })
+            .collect())
+    }
+
     /// Every stored Hyperspace tool, by id (a blocking read).
     pub fn hs_tools(&self) -> Result<Vec<(String, String)>, StoreError> {
         self.read_all(HS_TOOLS)
@@ -427,7 +497,7 @@ fn migrate(db: &Database, path: &Path) -> Result<(), StoreError> {
             // Migrations, in order: 0 (a fresh file) → 1 creates the catalogs table, 1 → 2 the
             // interactions table, 2 → 3 the Hyperspace sessions table, 3 → 4 the Hyperspace
             // tools and card records tables, 4 → 5 the ANS agents
-            // and audit tables, 5 → 6 the memories table.
+            // and audit tables, 5 → 6 the memories table, 6 → 7 the playbook and bullet tables.
             found => {
                 let from = found.unwrap_or(0);
                 if from < 1 {
@@ -449,6 +519,10 @@ fn migrate(db: &Database, path: &Path) -> Result<(), StoreError> {
                 }
                 if from < 6 {
                     txn.open_table(HS_MEMORIES).map_err(|e| err(&e))?;
+                }
+                if from < 7 {
+                    txn.open_table(HS_PLAYBOOKS).map_err(|e| err(&e))?;
+                    txn.open_table(HS_BULLETS).map_err(|e| err(&e))?;
                 }
                 meta.insert("schema_version", SCHEMA_VERSION)
                     .map_err(|e| err(&e))?;

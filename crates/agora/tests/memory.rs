@@ -14,7 +14,7 @@ use std::time::Duration;
 use serde_json::{Value, json};
 use support::{
     Node, eventually, get_json, rpc_call, rpc_connect, spawn_node, spawn_node_env,
-    spawn_openai_fixture,
+    spawn_openai_server,
 };
 
 /// `/status` `memory` of a node.
@@ -499,7 +499,7 @@ async fn minilm_finds_the_spec_example_among_a_thousand_others() {
 /// fixture), says so in `/status` and in search results, and ranks by the endpoint's vectors.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_openai_compatible_endpoint_embeds_memories() {
-    let Some(server) = spawn_openai_fixture() else {
+    let Some(server) = spawn_openai_server() else {
         return;
     };
     let dir = tempfile::tempdir().unwrap();

@@ -234,6 +234,11 @@ impl Prepared {
     pub fn embedder(&self) -> String {
         self.shared.embedders.default_id().to_owned()
     }
+
+    /// The embedder of new memories, for other services (learning's near-duplicate bullets).
+    pub fn default_embedder(&self) -> Arc<dyn agora_embed::Embedder> {
+        self.shared.embedders.default_embedder()
+    }
 }
 
 /// Loads the shard (a blocking read of every stored memory) and the embedders. Call it off the

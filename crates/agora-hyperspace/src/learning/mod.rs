@@ -1,0 +1,39 @@
+//! The Learning primitive (spec §5.1), sans IO: playbooks of context bullets that an agent grows
+//! from its own executions (ACE's Generator/Reflector/Curator; notes:
+//! `hyperspace-primitives.md` §2).
+//!
+//! | module | owns |
+//! |---|---|
+//! | [`playbook`] | bullets, ids, grow-and-refine (repeats, near-duplicates), pruning, curation to a token budget, stats |
+//! | [`reflect`] | the built-in deterministic reflector, training modes, the LLM reflector's answer schema and prompt |
+//! | [`params`] | the six methods' parameters and limits |
+//!
+//! Everything here is a pure function of its inputs: time comes in as Unix milliseconds,
+//! tokens are counted by an injected [`playbook::TokenCounter`], vectors (for near-duplicate
+//! merging) are computed by the caller. The same inputs give the same bullets, ids, scores and
+//! order on every node.
+//!
+//! A playbook is created by its first write (`learning.reflect` or `learning.addBullet`); the
+//! other methods on a playbook that does not exist answer −32602 with `reason: "not-found"`
+//! ([`not_found`]).
+
+pub mod params;
+pub mod playbook;
+pub mod reflect;
+
+use serde_json::json;
+
+use crate::jsonrpc::RpcError;
+
+pub use playbook::{Bullet, Playbook, PlaybookLimits, Section, TokenCounter};
+pub use reflect::{Execution, Mode, Reflection};
+
+/// −32602 for a playbook or bullet that does not exist.
+#[must_use]
+pub fn not_found(what: &str, id: &str) -> RpcError {
+    RpcError::invalid_params()
+        .with_message(format!(
+            "Invalid params: {what} {id:?} does not exist (a playbook is created by learning.reflect or learning.addBullet)"
+        ))
+        .with_data(json!({ "reason": "not-found", "field": what, "id": id }))
+}
