@@ -33,9 +33,11 @@
 //!
 //! Bounds on other nodes: a node-to-node request is decoded against the same size limits as a
 //! call ([`MemoryLimits`]); each peer may send [`MemorySettings::peer_rate`] requests per second
-//! (bursts of twice as many) with at most [`PEER_IN_FLIGHT`] of them in flight, and all callers
-//! share [`IN_FLIGHT`] slots. A request beyond any of these is answered at once with an `Error`
-//! (−32003, "Rate Limited: …"), never queued.
+//! (bursts of twice as many) with at most [`PEER_IN_FLIGHT`] of them in flight, and all peers
+//! share [`PEER_REQUESTS`] slots (calls have their own [`IN_FLIGHT`]). A request beyond any of
+//! these is answered at once with an `Error` (−32003, "Rate Limited: …"), never queued. A peer
+//! writing through a batch of up to 128 stores at once is never refused; beyond that its writes
+//! may come back −32007.
 
 mod embedders;
 mod members;
@@ -82,11 +84,15 @@ use crate::store::Store;
 pub const SYNC_TOPIC: &str = agora_hyperspace::memory::SYNC_TOPIC;
 /// Replication factor (spec §4.4: primary + 2).
 pub const REPLICAS: usize = agora_hyperspace::memory::ring::REPLICAS;
-/// Memory calls and node-to-node requests handled at once; beyond, −32003 / an `Error` answer.
+/// Memory calls handled at once; beyond, −32003.
 const IN_FLIGHT: usize = 256;
+/// Node-to-node requests handled at once, all peers together (each at most 1 MiB + 4 KiB: a
+/// bound of about 256 MiB of requests held); beyond, an `Error` (−32003) answer.
+const PEER_REQUESTS: usize = 256;
 /// Node-to-node requests of one peer handled at once; beyond, an `Error` (−32003) answer, so
-/// one peer cannot take every slot of [`IN_FLIGHT`].
-const PEER_IN_FLIGHT: usize = 32;
+/// one peer cannot take every slot of [`PEER_REQUESTS`]. Above the 64 writes of a batch of
+/// stores (the first cap, 32, refused the puts of a 64-store batch on a quiet machine).
+const PEER_IN_FLIGHT: usize = 128;
 /// Peers whose request rate is tracked at once (the longest idle are forgotten first).
 const PEER_RATE_KEYS: usize = 4_096;
 /// Members asked for a memory none of its owners (in this node's view) holds.
@@ -210,6 +216,8 @@ struct Shared {
     pool: LongCalls,
     settings: MemorySettings,
     in_flight: Arc<Semaphore>,
+    /// Slots of node-to-node requests.
+    peer_slots: Arc<Semaphore>,
     /// Node-to-node requests in flight, by peer (entries at zero are removed).
     peer_in_flight: Mutex<HashMap<PeerId, usize>>,
     counters: Mutex<BTreeMap<&'static str, u64>>,
@@ -279,6 +287,7 @@ pub fn prepare(
             embedders,
             pool,
             in_flight: Arc::new(Semaphore::new(IN_FLIGHT)),
+            peer_slots: Arc::new(Semaphore::new(PEER_REQUESTS)),
             peer_in_flight: Mutex::new(HashMap::new()),
             settings,
             counters: Mutex::new(BTreeMap::new()),
@@ -394,7 +403,7 @@ pub async fn run(prepared: Prepared, mut inputs: mpsc::Receiver<Input>) {
                             shared.count("peer_requests_limited");
                             format!("Rate Limited: {PEER_IN_FLIGHT} memory requests from this peer in flight")
                         })?;
-                        let permit = Arc::clone(&shared.in_flight)
+                        let permit = Arc::clone(&shared.peer_slots)
                             .try_acquire_owned()
                             .map_err(|_| "Rate Limited: this node is busy".to_owned())?;
                         Ok((slot, permit))
