@@ -13,7 +13,9 @@
 //!   [`VectorIndex::exact_search`].
 //! - **HNSW** from the `usearch` crate (USearch, C++ compiled by cargo through `cxx`, with
 //!   NumKong's SIMD kernels chosen at run time), built once the index reaches
-//!   [`IndexConfig::exact_below`] vectors and grown by incremental inserts after that. A removed
+//!   [`IndexConfig::exact_below`] vectors (or, with [`IndexConfig::eager_graph`], grown from
+//!   the first vector while the scan still answers below it) and grown by incremental inserts
+//!   after that. A removed
 //!   or replaced key leaves a tombstone in the graph that searches step through but never
 //!   return; the graph is rebuilt from the exact store when tombstones pass
 //!   [`IndexConfig::rebuild_fraction`] of its nodes, and dropped when the index shrinks below
@@ -87,6 +89,11 @@ pub struct IndexConfig {
     pub parallel_build: bool,
     /// Concurrent searches the graph serves (USearch reserves a context for each).
     pub max_concurrent_searches: usize,
+    /// Grow the graph from the first vector by incremental inserts (a few milliseconds each),
+    /// still answering exactly below `exact_below`, so that reaching `exact_below` costs no
+    /// build inside an insert (a bulk build of 20,000 vectors stalls that insert for about 20 s
+    /// on two cores). The graph is then never dropped for shrinking. Default false.
+    pub eager_graph: bool,
 }
 
 impl Default for IndexConfig {
@@ -101,6 +108,7 @@ impl Default for IndexConfig {
             rebuild_fraction: 0.2,
             parallel_build: true,
             max_concurrent_searches: 64,
+            eager_graph: false,
         }
     }
 }
@@ -204,7 +212,7 @@ impl VectorIndex {
 
     /// The engine an unfiltered search uses now.
     pub fn engine(&self) -> Engine {
-        if self.ann.is_some() {
+        if self.ann.is_some() && !self.exact_while_eager() {
             Engine::Hnsw
         } else {
             Engine::Exact
@@ -270,20 +278,33 @@ impl VectorIndex {
         Ok(())
     }
 
+    /// An eager graph is kept below `exact_below`, where the exact scan still answers.
+    fn exact_while_eager(&self) -> bool {
+        self.config.eager_graph && self.flat.len() < self.config.exact_below
+    }
+
+    /// Whether the index holds enough vectors for a graph.
+    fn wants_graph(&self) -> bool {
+        if self.config.eager_graph {
+            self.flat.len() > 0
+        } else {
+            self.flat.len() >= self.config.exact_below
+        }
+    }
+
     /// Stores `vector` under `key`, replacing the key's previous vector. May build or rebuild
     /// the HNSW graph (see the crate documentation); on error nothing changes.
     pub fn insert(&mut self, key: u64, vector: &[f32]) -> Result<(), IndexError> {
         self.check(vector)?;
         self.check_room(key)?;
         self.flat.upsert(key, vector);
+        let wants_graph = self.wants_graph() && self.engine_error.is_none();
         match &mut self.ann {
             Some(ann) => match ann.insert(key, vector) {
                 Ok(()) => self.maybe_rebuild(),
                 Err(e) => self.give_up_graph(e),
             },
-            None if self.flat.len() >= self.config.exact_below && self.engine_error.is_none() => {
-                self.rebuild();
-            }
+            None if wants_graph => self.rebuild(),
             None => {}
         }
         Ok(())
@@ -304,7 +325,7 @@ impl VectorIndex {
             }
             self.flat.upsert(key, vector);
         }
-        if self.ann.is_some() || self.flat.len() >= self.config.exact_below {
+        if self.ann.is_some() || self.wants_graph() {
             self.rebuild();
         }
         result
@@ -318,7 +339,7 @@ impl VectorIndex {
         if let Some(ann) = &mut self.ann {
             if let Err(e) = ann.remove(key) {
                 self.give_up_graph(e);
-            } else if self.flat.len() < self.config.exact_below / 2 {
+            } else if !self.config.eager_graph && self.flat.len() < self.config.exact_below / 2 {
                 self.ann = None;
             } else {
                 self.maybe_rebuild();
@@ -328,10 +349,10 @@ impl VectorIndex {
     }
 
     /// Rebuilds the graph from the exact store (dropping every tombstone), or drops it when the
-    /// index is below [`IndexConfig::exact_below`].
+    /// index is below [`IndexConfig::exact_below`] (empty, with [`IndexConfig::eager_graph`]).
     pub fn rebuild(&mut self) {
         self.ann = None;
-        if self.flat.len() < self.config.exact_below {
+        if !self.wants_graph() {
             return;
         }
         let params = GraphParams {
@@ -376,7 +397,7 @@ impl VectorIndex {
         if k == 0 || query.len() != self.dim {
             return Vec::new();
         }
-        let Some(ann) = &self.ann else {
+        let Some(ann) = self.ann.as_ref().filter(|_| !self.exact_while_eager()) else {
             return self.flat.search(query, k, filter);
         };
         if let Some(keep) = filter

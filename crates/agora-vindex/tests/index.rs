@@ -201,6 +201,48 @@ fn the_graph_comes_and_goes_with_size_and_tombstones_trigger_a_rebuild() {
 }
 
 #[test]
+fn an_eager_graph_grows_from_the_first_vector_and_answers_from_the_threshold() {
+    let data = dataset(16, 400, 5);
+    let config = IndexConfig {
+        eager_graph: true,
+        ..small_graph_config()
+    };
+    let mut index = VectorIndex::new(16, config);
+    index.insert(data[0].0, &data[0].1).unwrap();
+    // The graph exists (its kernels are known) but the scan answers below the threshold.
+    assert!(index.graph_kernels().is_some());
+    assert_eq!(index.engine(), Engine::Exact);
+    for (k, v) in &data[1..299] {
+        index.insert(*k, v).unwrap();
+    }
+    assert_eq!(index.engine(), Engine::Exact);
+    let q = &data[7].1;
+    assert_close(
+        &index.search(q, 10, None),
+        &naive(&data[..299], q, 10, |_| true),
+    );
+    index.insert(data[299].0, &data[299].1).unwrap();
+    assert_eq!(index.engine(), Engine::Hnsw);
+    assert_eq!(index.tombstones(), 0, "no rebuild at the threshold");
+    for (k, v) in &data[300..] {
+        index.insert(*k, v).unwrap();
+    }
+    let hits = index.search(q, 10, None);
+    let exact = naive(&data, q, 10, |_| true);
+    let found = keys(&hits)
+        .iter()
+        .filter(|k| keys(&exact).contains(k))
+        .count();
+    assert!(found >= 9, "recall {found}/10");
+    // Shrinking keeps the graph; the scan answers again below the threshold.
+    for (k, _) in &data[100..] {
+        index.remove(*k);
+    }
+    assert_eq!(index.engine(), Engine::Exact);
+    assert!(index.graph_kernels().is_some());
+}
+
+#[test]
 fn extend_builds_the_graph_once() {
     let data = dataset(16, 600, 4);
     let mut index = VectorIndex::new(16, small_graph_config());

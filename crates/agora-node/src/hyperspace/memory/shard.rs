@@ -23,6 +23,16 @@ use agora_vindex::{IndexConfig, VectorIndex};
 use super::vault::{Vault, VaultError};
 use crate::store::{Store, StoreError};
 
+/// The vector index settings of every embedder: the graph grows with every insert, so that
+/// the write that crosses `exact_below` does not stall for a bulk build (replicas would time
+/// out, −32007).
+fn index_config() -> IndexConfig {
+    IndexConfig {
+        eager_graph: true,
+        ..IndexConfig::default()
+    }
+}
+
 /// Striped locks serialising the writes of one id.
 const STRIPES: usize = 64;
 
@@ -94,7 +104,7 @@ impl State {
                 let index = self
                     .indexes
                     .entry(r.embedder.clone())
-                    .or_insert_with(|| VectorIndex::new(r.vector.len(), IndexConfig::default()));
+                    .or_insert_with(|| VectorIndex::new(r.vector.len(), index_config()));
                 index
                     .insert(key, &r.vector)
                     .map_err(|e| ShardError::Bad(e.to_string()))?;
