@@ -256,6 +256,23 @@ fn missing_field_name(reason: &str) -> Option<String> {
     Some(rest.split('`').next()?.to_owned())
 }
 
+/// Checks a text param: not blank, at most `max` bytes; else −32602 naming `field`.
+pub(crate) fn text(value: &str, field: &str, max: usize) -> Result<(), RpcError> {
+    if value.trim().is_empty() {
+        return Err(invalid_params(
+            format!("{field}: must not be blank"),
+            Some(field),
+        ));
+    }
+    if value.len() > max {
+        return Err(invalid_params(
+            format!("{field}: {} bytes, at most {max}", value.len()),
+            Some(field),
+        ));
+    }
+    Ok(())
+}
+
 /// −32602 with message "Invalid params: {detail}" and `data: {"field": …}` when a field is known.
 pub(crate) fn invalid_params(detail: impl AsRef<str>, field: Option<&str>) -> RpcError {
     let error =

@@ -266,13 +266,7 @@ async fn a_session_token_has_playbooks_of_its_own() {
         json!({"playbookId": "shared", "section": "str", "content": "the node's own"}),
     )
     .await;
-    let mut req = tokio_tungstenite::tungstenite::client::IntoClientRequest::into_client_request(
-        node.rpc.as_str(),
-    )
-    .unwrap();
-    req.headers_mut()
-        .insert("authorization", format!("Bearer {token}").parse().unwrap());
-    let (mut ws, _) = tokio_tungstenite::connect_async(req).await.unwrap();
+    let mut ws = support::rpc_connect_bearer(&node.rpc, &token).await;
     let hidden = rpc_call(&mut ws, 1, "learning.getPlaybook", json!(["shared"])).await;
     assert_eq!(hidden["error"]["data"]["reason"], "not-found", "{hidden}");
     let mine = rpc_call(

@@ -326,13 +326,7 @@ async fn a_session_token_sees_only_its_session() {
         json!({"sessionId": "other"}),
     )
     .await;
-    let mut req = tokio_tungstenite::tungstenite::client::IntoClientRequest::into_client_request(
-        node.rpc.as_str(),
-    )
-    .unwrap();
-    req.headers_mut()
-        .insert("authorization", format!("Bearer {token}").parse().unwrap());
-    let (mut ws, _) = tokio_tungstenite::connect_async(req).await.unwrap();
+    let mut ws = support::rpc_connect_bearer(&node.rpc, &token).await;
     let mine = rpc_call(
         &mut ws,
         1,

@@ -18,7 +18,7 @@ use serde_json::Value;
 use super::playbook::Section;
 use super::reflect::{Execution, Mode, Step};
 use crate::jsonrpc::RpcError;
-use crate::state::{invalid_params, parse_params};
+use crate::state::{invalid_params, parse_params, text};
 
 /// Limits of the learning methods.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -88,22 +88,6 @@ fn playbook_id(id: String) -> Result<String, RpcError> {
             Some("playbookId"),
         ))
     }
-}
-
-fn text(value: &str, field: &str, max: usize) -> Result<(), RpcError> {
-    if value.trim().is_empty() {
-        return Err(invalid_params(
-            format!("{field}: must not be blank"),
-            Some(field),
-        ));
-    }
-    if value.len() > max {
-        return Err(invalid_params(
-            format!("{field}: {} bytes, at most {max}", value.len()),
-            Some(field),
-        ));
-    }
-    Ok(())
 }
 
 /// `learning.getPlaybook(playbookId)` and `learning.getStats(playbookId)`.

@@ -20,7 +20,7 @@ use serde_json::Value;
 
 use super::record::{Tier, valid_memory_id};
 use crate::jsonrpc::RpcError;
-use crate::state::{invalid_params, parse_params};
+use crate::state::{invalid_params, parse_params, text};
 
 /// Size limits of the memory methods.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -152,22 +152,6 @@ struct RawList {
     limit: Option<u64>,
     #[serde(default)]
     offset: Option<u64>,
-}
-
-fn text(value: &str, field: &str, max: usize) -> Result<(), RpcError> {
-    if value.trim().is_empty() {
-        return Err(invalid_params(
-            format!("{field}: must not be blank"),
-            Some(field),
-        ));
-    }
-    if value.len() > max {
-        return Err(invalid_params(
-            format!("{field}: {} bytes, at most {max}", value.len()),
-            Some(field),
-        ));
-    }
-    Ok(())
 }
 
 fn session(value: Option<String>, limits: &MemoryLimits) -> Result<Option<String>, RpcError> {

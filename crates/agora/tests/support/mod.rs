@@ -196,6 +196,17 @@ pub(crate) async fn rpc_connect(url: &str) -> Ws {
     tokio_tungstenite::connect_async(url).await.unwrap().0
 }
 
+/// Connects to the JSON-RPC face at `url` presenting `token` (a session token or the API key)
+/// as `Authorization: Bearer`.
+pub(crate) async fn rpc_connect_bearer(url: &str, token: &str) -> Ws {
+    let mut req =
+        tokio_tungstenite::tungstenite::client::IntoClientRequest::into_client_request(url)
+            .unwrap();
+    req.headers_mut()
+        .insert("authorization", format!("Bearer {token}").parse().unwrap());
+    tokio_tungstenite::connect_async(req).await.unwrap().0
+}
+
 /// Calls `method(params)` on `ws` and returns the whole response (frames that are not the
 /// response, such as requests to a tool provider, are an error here), waiting up to 20 s.
 pub(crate) async fn rpc_call(ws: &mut Ws, id: u64, method: &str, params: Value) -> Value {
