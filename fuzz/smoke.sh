@@ -24,7 +24,9 @@ status=0
 for t in $targets; do
     echo "smoke: running $t for ${seconds}s" >&2
     # New inputs go to a scratch directory (first corpus argument); the committed seeds are only read.
-    mkdir -p "$work/$t"
+    # A target whose seeds are not committed starts from an empty corpus (libFuzzer refuses a
+    # corpus directory that does not exist).
+    mkdir -p "$work/$t" "corpus/$t"
     if ! cargo fuzz run -O "$t" "$work/$t" "corpus/$t" -- \
         -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -print_final_stats=1; then
         echo "smoke: FAILED: $t (reproducer under fuzz/artifacts/$t/)" >&2
