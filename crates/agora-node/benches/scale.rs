@@ -252,7 +252,7 @@ async fn start_agora(
             events_rx,
             agh_tx,
             hs_tx.clone(),
-            None,
+            agora_node::Services::default(),
         ));
         // What the router hands the AGH service: only the first listen address is wanted.
         let (listening_tx, listening) = oneshot::channel();

@@ -84,6 +84,8 @@ pub struct Config {
     pub memory: MemoryConfig,
     /// `[learning]` settings.
     pub learning: LearningConfig,
+    /// `[improving]` settings.
+    pub improving: ImprovingConfig,
 }
 
 /// `[memory]` settings (`docs/node.md` "Memory").
@@ -228,6 +230,44 @@ impl Default for LearningConfig {
             timeout_ms: 20_000,
             max_playbooks: 1_000,
             max_bullets: 5_000,
+        }
+    }
+}
+
+/// `[improving]` settings (`docs/node.md` "Self-improving").
+#[derive(Clone, Debug, PartialEq)]
+pub struct ImprovingConfig {
+    /// Share recorded trajectories on gossip unless a call says otherwise (`share`,
+    /// `AGORA_IMPROVING_SHARE`; default false: sharing is opt-in, spec §9.3).
+    pub share: bool,
+    /// Task types to learn from: their trajectory topics are joined at start (`task_types`,
+    /// `AGORA_IMPROVING_TASK_TYPES`, comma-separated).
+    pub task_types: Vec<String>,
+    /// Most trajectories per task type (`max_library`, `AGORA_IMPROVING_MAX_LIBRARY`; default
+    /// 1,000).
+    pub max_library: usize,
+    /// Most task types (`max_task_types`, `AGORA_IMPROVING_MAX_TASK_TYPES`; default 256).
+    pub max_task_types: usize,
+    /// Least reward of a trajectory received from another node (`min_reward`,
+    /// `AGORA_IMPROVING_MIN_REWARD`; default 0).
+    pub min_reward: f64,
+    /// The chat endpoint of `augment` FULL_PIPELINE (`base_url`, `model`, `api_key`;
+    /// `AGORA_IMPROVING_BASE_URL`, `AGORA_IMPROVING_MODEL`, `AGORA_IMPROVING_API_KEY`).
+    pub endpoint: Endpoint,
+    /// Deadline of one model call (`timeout_ms`, `AGORA_IMPROVING_TIMEOUT_MS`; default 20,000).
+    pub timeout_ms: u64,
+}
+
+impl Default for ImprovingConfig {
+    fn default() -> Self {
+        Self {
+            share: false,
+            task_types: Vec::new(),
+            max_library: 1_000,
+            max_task_types: 256,
+            min_reward: 0.0,
+            endpoint: Endpoint::default(),
+            timeout_ms: 20_000,
         }
     }
 }
@@ -392,6 +432,7 @@ impl Default for Config {
             rpc_guard_budget: crate::hyperspace::LongCallSettings::default().budget,
             memory: MemoryConfig::default(),
             learning: LearningConfig::default(),
+            improving: ImprovingConfig::default(),
         }
     }
 }
@@ -458,6 +499,21 @@ struct File {
     agtp: Option<FileAgtp>,
     memory: Option<FileMemory>,
     learning: Option<FileLearning>,
+    improving: Option<FileImproving>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FileImproving {
+    share: Option<bool>,
+    task_types: Option<OneOrMany>,
+    max_library: Option<usize>,
+    max_task_types: Option<usize>,
+    min_reward: Option<f64>,
+    base_url: Option<String>,
+    model: Option<String>,
+    api_key: Option<String>,
+    timeout_ms: Option<u64>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -671,6 +727,24 @@ pub struct Overrides {
     pub learning_max_playbooks: Option<usize>,
     /// `AGORA_LEARNING_MAX_BULLETS`.
     pub learning_max_bullets: Option<usize>,
+    /// `AGORA_IMPROVING_SHARE`.
+    pub improving_share: Option<bool>,
+    /// `AGORA_IMPROVING_TASK_TYPES` (comma-separated; empty leaves the layer below).
+    pub improving_task_types: Vec<String>,
+    /// `AGORA_IMPROVING_MAX_LIBRARY`.
+    pub improving_max_library: Option<usize>,
+    /// `AGORA_IMPROVING_MAX_TASK_TYPES`.
+    pub improving_max_task_types: Option<usize>,
+    /// `AGORA_IMPROVING_MIN_REWARD`.
+    pub improving_min_reward: Option<f64>,
+    /// `AGORA_IMPROVING_BASE_URL`.
+    pub improving_base_url: Option<String>,
+    /// `AGORA_IMPROVING_MODEL`.
+    pub improving_model: Option<String>,
+    /// `AGORA_IMPROVING_API_KEY`.
+    pub improving_api_key: Option<String>,
+    /// `AGORA_IMPROVING_TIMEOUT_MS`.
+    pub improving_timeout_ms: Option<u64>,
 }
 
 impl Config {
@@ -695,7 +769,7 @@ impl Config {
 
     /// Applies the contents of a TOML file.
     pub fn apply_file(&mut self, text: &str, path: &Path) -> Result<(), ConfigError> {
-        let file: File = toml::from_str(text).map_err(|e| ConfigError::Parse {
+        let mut file: File = toml::from_str(text).map_err(|e| ConfigError::Parse {
             path: path.to_path_buf(),
             message: e.to_string(),
         })?;
@@ -752,6 +826,20 @@ impl Config {
             learning_timeout_ms: file.learning.as_ref().and_then(|l| l.timeout_ms),
             learning_max_playbooks: file.learning.as_ref().and_then(|l| l.max_playbooks),
             learning_max_bullets: file.learning.as_ref().and_then(|l| l.max_bullets),
+            improving_share: file.improving.as_ref().and_then(|i| i.share),
+            improving_task_types: file
+                .improving
+                .as_mut()
+                .and_then(|i| i.task_types.take())
+                .map(OneOrMany::into_vec)
+                .unwrap_or_default(),
+            improving_max_library: file.improving.as_ref().and_then(|i| i.max_library),
+            improving_max_task_types: file.improving.as_ref().and_then(|i| i.max_task_types),
+            improving_min_reward: file.improving.as_ref().and_then(|i| i.min_reward),
+            improving_base_url: file.improving.as_ref().and_then(|i| i.base_url.clone()),
+            improving_model: file.improving.as_ref().and_then(|i| i.model.clone()),
+            improving_api_key: file.improving.as_ref().and_then(|i| i.api_key.clone()),
+            improving_timeout_ms: file.improving.as_ref().and_then(|i| i.timeout_ms),
         })?;
         if let Some(agtp) = file.agtp {
             self.apply_agtp(agtp, path)?;
@@ -781,6 +869,7 @@ impl Config {
         self.apply_access(&o)?;
         self.apply_memory(&o)?;
         self.apply_learning(&o)?;
+        self.apply_improving(&o)?;
         if let Some(d) = o.data {
             self.data = d;
         }
@@ -930,6 +1019,56 @@ impl Config {
         Ok(())
     }
 
+    /// Applies the `[improving]` settings of one layer.
+    fn apply_improving(&mut self, o: &Overrides) -> Result<(), ConfigError> {
+        let i = &mut self.improving;
+        if let Some(b) = o.improving_share {
+            i.share = b;
+        }
+        if !o.improving_task_types.is_empty() {
+            for t in &o.improving_task_types {
+                if !agora_hyperspace::improving::trajectory::valid_task_type(t) {
+                    return Err(invalid(
+                        "improving.task_types",
+                        &format!("{t:?} is not 1..=64 bytes of letters, digits, '.', '_' or '-'"),
+                    ));
+                }
+            }
+            i.task_types.clone_from(&o.improving_task_types);
+        }
+        if let Some(n) = o.improving_max_library {
+            if !(1..=1_000_000).contains(&n) {
+                return Err(invalid("improving.max_library", "must be 1..1000000"));
+            }
+            i.max_library = n;
+        }
+        if let Some(n) = o.improving_max_task_types {
+            if !(1..=100_000).contains(&n) {
+                return Err(invalid("improving.max_task_types", "must be 1..100000"));
+            }
+            i.max_task_types = n;
+        }
+        if let Some(r) = o.improving_min_reward {
+            if !(-1.0..=1.0).contains(&r) {
+                return Err(invalid("improving.min_reward", "must be -1..1"));
+            }
+            i.min_reward = r;
+        }
+        i.endpoint.apply(
+            "improving",
+            o.improving_base_url.as_ref(),
+            o.improving_model.as_ref(),
+            o.improving_api_key.as_ref(),
+        )?;
+        if let Some(t) = o.improving_timeout_ms {
+            if !(100..=600_000).contains(&t) {
+                return Err(invalid("improving.timeout_ms", "must be 100..600000"));
+            }
+            i.timeout_ms = t;
+        }
+        Ok(())
+    }
+
     /// Applies the `[learning]` settings of one layer.
     fn apply_learning(&mut self, o: &Overrides) -> Result<(), ConfigError> {
         let l = &mut self.learning;
@@ -1074,6 +1213,11 @@ impl Config {
             }
         }
         self.memory.validate()?;
+        if self.improving.endpoint.base_url.is_some() || self.improving.endpoint.model.is_some() {
+            self.improving
+                .endpoint
+                .validate("improving", "base_url or model")?;
+        }
         if self.learning.reflector == "openai" {
             self.learning
                 .endpoint
@@ -1155,6 +1299,15 @@ impl Config {
             learning_timeout_ms: number(&get, "AGORA_LEARNING_TIMEOUT_MS")?,
             learning_max_playbooks: number(&get, "AGORA_LEARNING_MAX_PLAYBOOKS")?,
             learning_max_bullets: number(&get, "AGORA_LEARNING_MAX_BULLETS")?,
+            improving_share: boolean(&get, "AGORA_IMPROVING_SHARE")?,
+            improving_task_types: list("AGORA_IMPROVING_TASK_TYPES"),
+            improving_max_library: number(&get, "AGORA_IMPROVING_MAX_LIBRARY")?,
+            improving_max_task_types: number(&get, "AGORA_IMPROVING_MAX_TASK_TYPES")?,
+            improving_min_reward: number(&get, "AGORA_IMPROVING_MIN_REWARD")?,
+            improving_base_url: get("AGORA_IMPROVING_BASE_URL"),
+            improving_model: get("AGORA_IMPROVING_MODEL"),
+            improving_api_key: get("AGORA_IMPROVING_API_KEY"),
+            improving_timeout_ms: number(&get, "AGORA_IMPROVING_TIMEOUT_MS")?,
         })
     }
 
@@ -1709,6 +1862,41 @@ mod tests {
         .unwrap();
         let err = c.validate().unwrap_err();
         assert!(err.to_string().starts_with("learning.base_url:"), "{err}");
+    }
+
+    #[test]
+    fn improving_settings_layer_and_are_checked() {
+        let mut c = Config::default();
+        assert_eq!(c.improving, ImprovingConfig::default());
+        assert!(!c.improving.share, "sharing is opt-in");
+        c.apply_file(
+            "[improving]\nshare = true\ntask_types = [\"web-research\", \"code.review\"]\nmax_library = 50\nmin_reward = 0.5\nbase_url = \"http://127.0.0.1:8080/v1\"\nmodel = \"m\"",
+            Path::new("agora.toml"),
+        )
+        .unwrap();
+        c.validate().unwrap();
+        assert!(c.improving.share);
+        assert_eq!(c.improving.task_types, ["web-research", "code.review"]);
+        assert_eq!(c.improving.max_library, 50);
+        let env = Config::env_overrides(|k| {
+            (k == "AGORA_IMPROVING_TASK_TYPES").then(|| "a, b".to_owned())
+        })
+        .unwrap();
+        c.apply(env).unwrap();
+        assert_eq!(c.improving.task_types, ["a", "b"]);
+        for (toml, key) in [
+            ("[improving]\ntask_types = \"a/b\"", "improving.task_types:"),
+            ("[improving]\nmax_library = 0", "improving.max_library:"),
+            ("[improving]\nmin_reward = 2.0", "improving.min_reward:"),
+            ("[improving]\ntimeout_ms = 1", "improving.timeout_ms:"),
+        ] {
+            refused(toml, key);
+        }
+        let mut c = Config::default();
+        c.apply_file("[improving]\nmodel = \"m\"", Path::new("agora.toml"))
+            .unwrap();
+        let err = c.validate().unwrap_err();
+        assert!(err.to_string().starts_with("improving.base_url:"), "{err}");
     }
 
     #[test]

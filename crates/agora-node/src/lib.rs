@@ -83,6 +83,9 @@ pub enum NodeError {
     /// The learning service could not start (its store, its tokenizer).
     #[error("learning: {0}")]
     Learning(String),
+    /// The Self-Improving service could not start (its store).
+    #[error("improving: {0}")]
+    Improving(String),
     /// The memory service could not start (its key, its store, its embedder).
     #[error("memory: {0}")]
     Memory(String),
@@ -269,11 +272,47 @@ pub async fn run_until(
         .map_err(NodeError::Learning)?
     };
     tokio::spawn(hyperspace::learning::run(learning, learn_rx));
+    let (imp_tx, imp_rx) = mpsc::channel(1024);
+    let improving = {
+        let c = &config.improving;
+        let settings =
+            hyperspace::improving::ImprovingSettings {
+                share: c.share,
+                task_types: c.task_types.clone(),
+                max_library: c.max_library,
+                max_task_types: c.max_task_types,
+                min_reward: c.min_reward,
+                chat: c.endpoint.base_url.as_ref().map(|base_url| {
+                    hyperspace::learning::ChatConfig {
+                        base_url: base_url.clone(),
+                        model: c.endpoint.model.clone().unwrap_or_default(),
+                        api_key: c.endpoint.api_key.clone(),
+                        timeout: Duration::from_millis(c.timeout_ms),
+                    }
+                }),
+                ..hyperspace::improving::ImprovingSettings::default()
+            };
+        let wiring = hyperspace::improving::Wiring {
+            peer_id: mesh.peer_id().to_string(),
+            key: keys::signing_key(&keypair)?,
+            mesh: mesh_tx.clone(),
+            runtime: tokio::runtime::Handle::current(),
+        };
+        let s = store.clone();
+        tokio::task::spawn_blocking(move || hyperspace::improving::prepare(s, settings, wiring))
+            .await
+            .map_err(|e| NodeError::Improving(e.to_string()))?
+            .map_err(NodeError::Improving)?
+    };
+    tokio::spawn(hyperspace::improving::run(improving, imp_rx));
     tokio::spawn(route_mesh_events(
         events_rx,
         agh_events_tx,
         hs_tx.clone(),
-        Some(mem_tx.clone()),
+        Services {
+            memory: Some(mem_tx.clone()),
+            improving: Some(imp_tx.clone()),
+        },
     ));
     let (closed_tx, mut closed_rx) = mpsc::channel::<u64>(256);
     let hs_closed = hs_tx.clone();
@@ -289,7 +328,12 @@ pub async fn run_until(
         }
     });
     let (calls_tx, mut calls_rx) = mpsc::channel::<rpc::Call>(4096);
-    let (hs_calls, mem_calls, learn_calls) = (hs_tx.clone(), mem_tx.clone(), learn_tx.clone());
+    let (hs_calls, mem_calls, learn_calls, imp_calls) = (
+        hs_tx.clone(),
+        mem_tx.clone(),
+        learn_tx.clone(),
+        imp_tx.clone(),
+    );
     tokio::spawn(async move {
         while let Some(call) = calls_rx.recv().await {
             let sent = if call.request.method.starts_with("memory.") {
@@ -300,6 +344,13 @@ pub async fn run_until(
             } else if call.request.method.starts_with("learning.") {
                 learn_calls
                     .send(hyperspace::learning::Input::Call(call))
+                    .await
+                    .is_ok()
+            } else if call.request.method.starts_with("improving.")
+                || call.request.method.starts_with("selfImproving.")
+            {
+                imp_calls
+                    .send(hyperspace::improving::Input::Call(call))
                     .await
                     .is_ok()
             } else {
@@ -385,6 +436,7 @@ pub async fn run_until(
         hyperspace: hs_tx,
         memory: mem_tx,
         learning: learn_tx,
+        improving: imp_tx,
         conn_ids: Arc::new(AtomicU64::new(1)),
         started,
         faces: Arc::new(faces),
@@ -557,6 +609,16 @@ async fn load_hs_tools(
     Ok(parse_rows(rows, "Hyperspace tool"))
 }
 
+/// The services with their own tasks that hear from the mesh (the router drops their events when
+/// one is absent).
+#[derive(Debug, Default)]
+pub struct Services {
+    /// The memory service (sync gossip, node-to-node memory requests).
+    pub memory: Option<mpsc::Sender<hyperspace::memory::Input>>,
+    /// The Self-Improving service (trajectory and reputation gossip).
+    pub improving: Option<mpsc::Sender<hyperspace::improving::Input>>,
+}
+
 /// Hands each mesh event to the service that owns it: Hyperspace gossip, node-to-node
 /// Hyperspace requests, DHT records offered to us, new DHT peers and subscriptions to
 /// capabilities topics go to the Hyperspace service; the rest (AGH gossip and envelopes, connections, listen addresses) to
@@ -565,11 +627,41 @@ pub async fn route_mesh_events(
     mut events: mpsc::Receiver<mesh::Event>,
     agh: mpsc::Sender<mesh::Event>,
     hs: mpsc::Sender<hyperspace::Input>,
-    memory: Option<mpsc::Sender<hyperspace::memory::Input>>,
+    services: Services,
 ) {
     use agora_hyperspace::announce::CAPABILITIES_PREFIX;
+    use agora_hyperspace::improving::gossip::{REPUTATION_PREFIX, TRAJECTORIES_PREFIX};
+    let Services { memory, improving } = services;
     while let Some(event) = events.recv().await {
         let input = match event {
+            mesh::Event::Gossip {
+                topic,
+                data,
+                id,
+                propagation_source,
+                ..
+            } if topic.starts_with(TRAJECTORIES_PREFIX) && improving.is_some() => {
+                if let Some(i) = &improving
+                    && i.send(hyperspace::improving::Input::Trajectory {
+                        topic,
+                        data,
+                        id,
+                        propagation_source,
+                    })
+                    .await
+                    .is_err()
+                {
+                    break;
+                }
+                continue;
+            }
+            mesh::Event::Gossip { topic, data, .. } if topic.starts_with(REPUTATION_PREFIX) => {
+                if let Some(i) = &improving {
+                    // A full queue loses a view; the next one replaces it anyway.
+                    let _ = i.try_send(hyperspace::improving::Input::View(data));
+                }
+                continue;
+            }
             mesh::Event::Gossip { topic, data, .. } if topic == hyperspace::memory::SYNC_TOPIC => {
                 if let Some(m) = &memory {
                     // A full queue loses a sync message, which anti-entropy makes up for.

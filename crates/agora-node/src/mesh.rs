@@ -129,6 +129,20 @@ pub enum Command {
         /// Payload.
         data: Vec<u8>,
     },
+    /// Publish `data` on `topic` and report how many peers it was sent to (with flood publishing,
+    /// every connected subscriber of the topic whose score is above the publish threshold); 0
+    /// when nobody subscribes or every queue was full.
+    PublishCounted {
+        /// Topic string.
+        topic: String,
+        /// Payload.
+        data: Vec<u8>,
+        /// Where the count goes.
+        reply: oneshot::Sender<usize>,
+    },
+    /// Gossipsub application-specific scores (P5) of peers, replacing what was set before for
+    /// those peers; score 0 is neutral (see [`APP_SCORE_LIMIT`]).
+    AppScores(Vec<(PeerId, f64)>),
     /// This node's own functions use a gossip topic: join it (within the topic budget, see
     /// [`crate::topics`]) and meet the other nodes interested in it.
     Subscribe(String),
@@ -231,6 +245,8 @@ pub struct Status {
     /// Gossipsub RPCs whose subscription list was split because it was longer than
     /// [`crate::muxer::SPLIT_AT`].
     pub split_rpcs: u64,
+    /// Gossipsub peer scores of connected peers that are not 0 (PeerId → score).
+    pub scores: std::collections::BTreeMap<String, f64>,
 }
 
 /// Messages gossipsub could not send to slow peers, as its `SlowPeer` events count them.
@@ -461,12 +477,16 @@ fn build_swarm(
                 max_subscribed_topics: MAX_PEER_TOPICS,
                 max_subscriptions_per_request: MAX_PEER_TOPICS,
             };
-            let gossipsub = gossipsub::Behaviour::new_with_subscription_filter(
+            let mut gossipsub = gossipsub::Behaviour::new_with_subscription_filter(
                 gossipsub::MessageAuthenticity::Signed(key.clone()),
                 gossip_config,
                 filter,
             )
             .map_err(io::Error::other)?;
+            let (params, thresholds) = score_settings();
+            gossipsub
+                .with_peer_score(params, thresholds)
+                .map_err(io::Error::other)?;
             let gossipsub = FrameGuard::new(gossipsub, MAX_FRAME_BYTES);
             let mut kad_config = kad::Config::new(KAD_PROTOCOL);
             kad_config
@@ -912,6 +932,40 @@ pub async fn report_validation(
         .await;
 }
 
+/// Largest application score magnitude ([`Command::AppScores`]). Weighted 1, so a peer at
+/// −100 is below the graylist threshold (−80: everything it sends is ignored), and one below
+/// −50 gets none of this node's publications; any negative score takes a peer out of the
+/// node's topic meshes at the next heartbeat.
+pub const APP_SCORE_LIMIT: f64 = 100.0;
+/// Gossipsub's publish threshold (see [`score_settings`]).
+pub const PUBLISH_THRESHOLD: f64 = -50.0;
+/// Gossipsub's graylist threshold (see [`score_settings`]).
+pub const GRAYLIST_THRESHOLD: f64 = -80.0;
+
+/// Gossipsub peer scoring as Agora runs it: the application-specific score (P5, fed by the
+/// Self-Improving primitive's contributor reputation, spec §9.4) is the only component. The
+/// topic components need per-topic parameters the spec does not give; IP colocation (P6) would
+/// punish every node of a host or a NAT; the behaviour penalty (P7) and the slow-peer penalty
+/// were not measured at scale (`docs/performance.md`) and stay off, so a node with no
+/// reputation data behaves exactly as without scoring. Thresholds are gossipsub's defaults,
+/// except that peer exchange is accepted from any peer not below 0, as it was without scoring.
+fn score_settings() -> (gossipsub::PeerScoreParams, gossipsub::PeerScoreThresholds) {
+    let params = gossipsub::PeerScoreParams {
+        app_specific_weight: 1.0,
+        ip_colocation_factor_weight: 0.0,
+        behaviour_penalty_weight: 0.0,
+        slow_peer_weight: 0.0,
+        ..gossipsub::PeerScoreParams::default()
+    };
+    let thresholds = gossipsub::PeerScoreThresholds {
+        publish_threshold: PUBLISH_THRESHOLD,
+        graylist_threshold: GRAYLIST_THRESHOLD,
+        accept_px_threshold: 0.0,
+        ..gossipsub::PeerScoreThresholds::default()
+    };
+    (params, thresholds)
+}
+
 /// Publishes on gossip; hands the message back when every peer's queue is full.
 fn publish(
     swarm: &mut Swarm<Behaviour>,
@@ -950,6 +1004,38 @@ fn handle_command(
         Command::Publish { topic, data } => {
             if let Err(back) = publish(swarm, IdentTopic::new(topic), data) {
                 stalled.push_back(back);
+            }
+        }
+        Command::PublishCounted { topic, data, reply } => {
+            let topic = IdentTopic::new(topic);
+            let hash = topic.hash();
+            let gossipsub = &swarm.behaviour().gossipsub;
+            // Gossipsub floods its own publications to these peers (`publish_peers`).
+            let recipients = gossipsub
+                .all_peers()
+                .filter(|(p, topics)| {
+                    topics.contains(&&hash)
+                        && gossipsub
+                            .peer_score(p)
+                            .is_none_or(|s| s >= PUBLISH_THRESHOLD)
+                })
+                .count();
+            let sent = match swarm.behaviour_mut().gossipsub.publish(topic, data) {
+                Ok(_) => recipients,
+                Err(e) => {
+                    tracing::debug!(error = %e, "a counted publication reached nobody");
+                    0
+                }
+            };
+            let _ = reply.send(sent);
+        }
+        Command::AppScores(scores) => {
+            for (peer, score) in scores {
+                let score = score.clamp(-APP_SCORE_LIMIT, APP_SCORE_LIMIT);
+                swarm
+                    .behaviour_mut()
+                    .gossipsub
+                    .set_application_score(&peer, score);
             }
         }
         // The node's own interest takes effect at once.
@@ -1069,6 +1155,13 @@ fn handle_command(
                 mesh,
                 outbound_streams: swarm.behaviour().gossipsub.outbound(),
                 split_rpcs: pending.splits.get(),
+                scores: swarm
+                    .connected_peers()
+                    .filter_map(|p| {
+                        let score = gossipsub.peer_score(p)?;
+                        (score != 0.0).then(|| (p.to_string(), (score * 1000.0).round() / 1000.0))
+                    })
+                    .collect(),
                 neighbours: {
                     let mut n: Vec<String> = pending
                         .topics

@@ -58,6 +58,8 @@ pub struct AppState {
     pub memory: mpsc::Sender<crate::hyperspace::memory::Input>,
     /// The learning service.
     pub learning: mpsc::Sender<crate::hyperspace::learning::Input>,
+    /// The Self-Improving service.
+    pub improving: mpsc::Sender<crate::hyperspace::improving::Input>,
     /// Connection id source.
     pub conn_ids: Arc<AtomicU64>,
     /// Node start time.
@@ -259,6 +261,17 @@ async fn status(State(state): State<AppState>) -> Response {
     } else {
         serde_json::Value::Null
     };
+    let (itx, irx) = oneshot::channel();
+    let improving = if state
+        .improving
+        .send(crate::hyperspace::improving::Input::Status(itx))
+        .await
+        .is_ok()
+    {
+        irx.await.unwrap_or(serde_json::Value::Null)
+    } else {
+        serde_json::Value::Null
+    };
     Json(json!({
         "peer_id": mesh.peer_id,
         "uptime_secs": state.started.elapsed().as_secs(),
@@ -284,10 +297,12 @@ async fn status(State(state): State<AppState>) -> Response {
             "neighbours": mesh.neighbours,
             "outbound_streams": mesh.outbound_streams,
             "split_rpcs": mesh.split_rpcs,
+            "scores": mesh.scores,
         },
         "agh": agh,
         "memory": memory,
         "learning": learning,
+        "improving": improving,
     }))
     .into_response()
 }

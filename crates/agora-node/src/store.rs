@@ -16,7 +16,7 @@ use tokio::sync::{mpsc, oneshot};
 /// File name of the database inside the data directory.
 pub const DB_FILE: &str = "agora.redb";
 /// Current schema version.
-pub const SCHEMA_VERSION: u64 = 7;
+pub const SCHEMA_VERSION: u64 = 8;
 
 const META: TableDefinition<'_, &str, u64> = TableDefinition::new("meta");
 /// Local capability catalogs: Peer ID → catalog JSON (`{"capabilities":[…]}`).
@@ -42,6 +42,11 @@ const HS_MEMORIES: TableDefinition<'_, &str, &str> = TableDefinition::new("hs_me
 const HS_PLAYBOOKS: TableDefinition<'_, &str, &str> = TableDefinition::new("hs_playbooks");
 /// Their bullets: `playbook key NUL 20-digit number` → JSON of the bullet entry.
 const HS_BULLETS: TableDefinition<'_, &str, &str> = TableDefinition::new("hs_bullets");
+/// Trajectory libraries (`hyperspace::improving`): `taskType NUL trajectoryId` → JSON of the
+/// held trajectory (the trajectory and the node's counts about it).
+const HS_TRAJECTORIES: TableDefinition<'_, &str, &str> = TableDefinition::new("hs_trajectories");
+/// Contributor reputation (`hyperspace::improving`): PeerId → JSON of its standing.
+const HS_REPUTATION: TableDefinition<'_, &str, &str> = TableDefinition::new("hs_reputation");
 
 /// The tables holding text rows.
 #[derive(Clone, Copy, Debug)]
@@ -56,10 +61,12 @@ enum Table {
     HsMemories,
     HsPlaybooks,
     HsBullets,
+    HsTrajectories,
+    HsReputation,
 }
 
 impl Table {
-    const ALL: [Self; 10] = [
+    const ALL: [Self; 12] = [
         Self::Catalogs,
         Self::Interactions,
         Self::HsSessions,
@@ -70,6 +77,8 @@ impl Table {
         Self::HsMemories,
         Self::HsPlaybooks,
         Self::HsBullets,
+        Self::HsTrajectories,
+        Self::HsReputation,
     ];
 
     fn def(self) -> TableDefinition<'static, &'static str, &'static str> {
@@ -84,6 +93,8 @@ impl Table {
             Self::HsMemories => HS_MEMORIES,
             Self::HsPlaybooks => HS_PLAYBOOKS,
             Self::HsBullets => HS_BULLETS,
+            Self::HsTrajectories => HS_TRAJECTORIES,
+            Self::HsReputation => HS_REPUTATION,
         }
     }
 }
@@ -357,6 +368,56 @@ impl Store {
             .collect())
     }
 
+    /// Writes one change of the trajectory libraries in one transaction: trajectory rows put
+    /// (`(taskType, trajectoryId, JSON)`), trajectory rows deleted (`(taskType, trajectoryId)`)
+    /// and contributor standings put (`(PeerId, JSON)`); returns once durable.
+    pub async fn put_trajectories(
+        &self,
+        puts: Vec<(String, String, String)>,
+        deletes: Vec<(String, String)>,
+        standings: Vec<(String, String)>,
+    ) -> Result<(), StoreError> {
+        let mut writes = Vec::with_capacity(puts.len() + deletes.len() + standings.len());
+        for (task, id) in deletes {
+            writes.push(Write::Delete {
+                table: Table::HsTrajectories,
+                key: format!("{task}\0{id}"),
+            });
+        }
+        for (task, id, value) in puts {
+            writes.push(Write::Put {
+                table: Table::HsTrajectories,
+                key: format!("{task}\0{id}"),
+                value,
+            });
+        }
+        for (peer, value) in standings {
+            writes.push(Write::Put {
+                table: Table::HsReputation,
+                key: peer,
+                value,
+            });
+        }
+        if writes.is_empty() {
+            return Ok(());
+        }
+        self.submit_all(writes).await
+    }
+
+    /// Every trajectory row: `(taskType, JSON)`, in key order (a blocking read).
+    pub fn hs_trajectories(&self) -> Result<Vec<(String, String)>, StoreError> {
+        Ok(self
+            .read_all(HS_TRAJECTORIES)?
+            .into_iter()
+            .filter_map(|(k, v)| Some((k.split_once('\0')?.0.to_owned(), v)))
+            .collect())
+    }
+
+    /// Every contributor standing, by PeerId (a blocking read).
+    pub fn hs_reputation(&self) -> Result<Vec<(String, String)>, StoreError> {
+        self.read_all(HS_REPUTATION)
+    }
+
     /// Every stored Hyperspace tool, by id (a blocking read).
     pub fn hs_tools(&self) -> Result<Vec<(String, String)>, StoreError> {
         self.read_all(HS_TOOLS)
@@ -497,7 +558,8 @@ fn migrate(db: &Database, path: &Path) -> Result<(), StoreError> {
             // Migrations, in order: 0 (a fresh file) → 1 creates the catalogs table, 1 → 2 the
             // interactions table, 2 → 3 the Hyperspace sessions table, 3 → 4 the Hyperspace
             // tools and card records tables, 4 → 5 the ANS agents
-            // and audit tables, 5 → 6 the memories table, 6 → 7 the playbook and bullet tables.
+            // and audit tables, 5 → 6 the memories table, 6 → 7 the playbook and bullet tables,
+            // 7 → 8 the trajectory and reputation tables.
             found => {
                 let from = found.unwrap_or(0);
                 if from < 1 {
@@ -523,6 +585,10 @@ fn migrate(db: &Database, path: &Path) -> Result<(), StoreError> {
                 if from < 7 {
                     txn.open_table(HS_PLAYBOOKS).map_err(|e| err(&e))?;
                     txn.open_table(HS_BULLETS).map_err(|e| err(&e))?;
+                }
+                if from < 8 {
+                    txn.open_table(HS_TRAJECTORIES).map_err(|e| err(&e))?;
+                    txn.open_table(HS_REPUTATION).map_err(|e| err(&e))?;
                 }
                 meta.insert("schema_version", SCHEMA_VERSION)
                     .map_err(|e| err(&e))?;

@@ -11,9 +11,14 @@
 //!   `MEMORY_BENCH_N` (default 100,000) memories spread over the 3 nodes, and `state.getSession`
 //!   answered while the memory workers embed.
 //!
+//! - Hyperspace self-improving across 3 nodes in a line: `improving.recordTrajectory` on A →
+//!   admitted on B (1 hop) and C (2 hops), p50/p99, beside AGH delivery over the same kind of
+//!   line in the same run; `improving.getExemplars` on a 10,000-trajectory library, p50/p99,
+//!   beside the same selection in process (`Library::exemplars`).
+//!
 //! Run: `cargo bench -p agora --bench mesh` (prints a table; figures go in docs/performance.md);
 //! `-- rpc` for JSON-RPC calls only, `-- tools` for the Hyperspace tool figures only, `-- memory`
-//! for the memory figures only.
+//! for the memory figures only, `-- improving` for the self-improving figures only.
 //! This is a measurement harness, not a test: it asserts nothing about the numbers.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout)]
@@ -359,7 +364,12 @@ fn main() {
     let only_rpc = std::env::args().any(|a| a == "rpc");
     let only_tools = std::env::args().any(|a| a == "tools");
     let only_memory = std::env::args().any(|a| a == "memory");
+    let only_improving = std::env::args().any(|a| a == "improving");
     rt.block_on(async {
+        if only_improving {
+            improving_bench().await;
+            return;
+        }
         if only_memory {
             memory_bench().await;
             return;
@@ -673,5 +683,219 @@ async fn memory_bench() {
         ms(percentile(&busy, 0.5)),
         ms(percentile(&idle, 0.99)),
         ms(percentile(&busy, 0.99))
+    );
+}
+
+/// A distinct run `i` of the task type `bench` (1 to 4 steps, rewards spread over [0, 1]).
+fn bench_run(i: usize, share: bool) -> serde_json::Value {
+    let steps: Vec<serde_json::Value> = (0..1 + i % 4)
+        .map(|k| json!({"action": format!("step{k}"), "tool": format!("tool-{}", (i + k) % 13), "duration": 10 + (i * 7 + k) % 500}))
+        .collect();
+    json!({
+        "taskType": "bench",
+        "input": {"query": sentence(i)},
+        "output": {"answer": i},
+        "steps": steps,
+        "reward": ((i * 37) % 101) as f64 / 100.0,
+        "share": share,
+    })
+}
+
+/// Admitted trajectories on `node` (its `/status`).
+async fn admitted(node: &Node) -> u64 {
+    support::get_json(&node.http, "/status").await["improving"]["received"]["admitted"]
+        .as_u64()
+        .unwrap_or(0)
+}
+
+async fn improving_bench() {
+    use futures::{SinkExt, StreamExt};
+    let ms = |d: Duration| d.as_secs_f64() * 1e3;
+    let dir = tempfile::tempdir().unwrap();
+    let env = [
+        ("AGORA_IMPROVING_TASK_TYPES", "bench"),
+        ("AGORA_IMPROVING_MAX_LIBRARY", "20000"),
+    ];
+    let mut nodes: Vec<Node> = Vec::new();
+    for i in 0..3 {
+        let boot: Vec<String> = nodes.last().map(|n| n.p2p.clone()).into_iter().collect();
+        let boot: Vec<&str> = boot.iter().map(String::as_str).collect();
+        nodes.push(support::spawn_node_env(
+            &dir.path().join(format!("i{i}")),
+            &boot,
+            30,
+            &[],
+            &env,
+        ));
+    }
+    for node in [&nodes[0], &nodes[2]] {
+        let http = node.http.clone();
+        eventually(Duration::from_secs(30), async || {
+            let s = support::get_json(&http, "/status").await;
+            (s["gossip"]["mesh"]["hyperspace/trajectories/bench"].as_u64()? >= 1).then_some(())
+        })
+        .await
+        .expect("a trajectory mesh");
+    }
+    // recordTrajectory on A → admitted on B and on C.
+    let mut ws = support::rpc_connect(&nodes[0].rpc).await;
+    let (mut hop1, mut hop2) = (Vec::new(), Vec::new());
+    for k in 0..220 {
+        let (b0, c0) = (admitted(&nodes[1]).await, admitted(&nodes[2]).await);
+        let t = Instant::now();
+        let r = support::rpc_call(
+            &mut ws,
+            k + 1,
+            "improving.recordTrajectory",
+            bench_run(1_000_000 + k as usize, true),
+        )
+        .await;
+        assert!(r["result"]["gossipedTo"].as_u64().unwrap_or(0) >= 1, "{r}");
+        let (mut on_b, mut on_c) = (None, None);
+        while on_b.is_none() || on_c.is_none() {
+            if t.elapsed() > Duration::from_secs(10) {
+                break;
+            }
+            if on_b.is_none() && admitted(&nodes[1]).await > b0 {
+                on_b = Some(t.elapsed());
+            }
+            if on_c.is_none() && admitted(&nodes[2]).await > c0 {
+                on_c = Some(t.elapsed());
+            }
+        }
+        // The first 20 warm the meshes up.
+        if k >= 20 {
+            hop1.extend(on_b);
+            hop2.extend(on_c);
+        }
+    }
+    hop1.sort();
+    hop2.sort();
+    println!(
+        "| improving.recordTrajectory on A → admitted on B (1 hop) / C (2 hops), 3 nodes, 200 runs | p50 {:.2} / {:.2} ms, p99 {:.2} / {:.2} ms, {} / {} of 200 arrived |",
+        ms(percentile(&hop1, 0.5)),
+        ms(percentile(&hop2, 0.5)),
+        ms(percentile(&hop1, 0.99)),
+        ms(percentile(&hop2, 0.99)),
+        hop1.len(),
+        hop2.len()
+    );
+    let (p50, p99, lost) = latency(3, 200).await;
+    println!(
+        "| AGH say delivery over a line of 3 nodes, same run (baseline) | p50 {:.2} ms, p99 {:.2} ms, {lost} lost |",
+        ms(p50),
+        ms(p99)
+    );
+    // A 10,000-trajectory library on B: batches of 50 unshared runs.
+    let n = 10_000;
+    let started = Instant::now();
+    let mut ws = support::rpc_connect(&nodes[1].rpc).await;
+    let mut i = 0;
+    while i < n {
+        let batch: Vec<serde_json::Value> = (i..(i + 50).min(n))
+            .map(|j| json!({"jsonrpc": "2.0", "id": j, "method": "improving.recordTrajectory", "params": bench_run(j, false)}))
+            .collect();
+        ws.send(tokio_tungstenite::tungstenite::Message::Text(
+            serde_json::to_string(&batch).unwrap().into(),
+        ))
+        .await
+        .unwrap();
+        loop {
+            use tokio_tungstenite::tungstenite::Message;
+            let t = match ws.next().await {
+                Some(Ok(Message::Text(t))) => t,
+                Some(Ok(Message::Ping(_) | Message::Pong(_))) => continue,
+                other => panic!("connection closed: {other:?}"),
+            };
+            let v: serde_json::Value = serde_json::from_str(t.as_str()).unwrap();
+            if let Some(items) = v.as_array() {
+                for item in items {
+                    assert!(item["result"]["trajectoryId"].is_string(), "{item}");
+                }
+                break;
+            }
+        }
+        i += 50;
+    }
+    let fill = started.elapsed();
+    let stats = support::rpc_call(
+        &mut ws,
+        1,
+        "improving.getLibraryStats",
+        json!({"taskType": "bench"}),
+    )
+    .await;
+    let size = stats["result"]["total"].as_u64().unwrap_or(0);
+    println!(
+        "| filling a library of {size} trajectories on B (recordTrajectory, batches of 50, each written before it is answered) | {:.1} s, {:.0} records/s |",
+        fill.as_secs_f64(),
+        n as f64 / fill.as_secs_f64()
+    );
+    let mut times = Vec::new();
+    for q in 0..300 {
+        let strategy = ["EXEMPLAR_LEVEL", "HYBRID", "ACCUMULATE", "DATABASE_LEVEL"][q % 4];
+        let t = Instant::now();
+        let r = support::rpc_call(
+            &mut ws,
+            q as u64 + 2,
+            "improving.getExemplars",
+            json!({"taskType": "bench", "limit": 3, "strategy": strategy, "minReward": 0.5}),
+        )
+        .await;
+        times.push(t.elapsed());
+        assert_eq!(
+            r["result"]["exemplars"].as_array().map(Vec::len),
+            Some(3),
+            "{r}"
+        );
+    }
+    times.sort();
+    // The same selection in this process, on an equivalent library.
+    let mut lib = agora_hyperspace::improving::Library::new(20_000);
+    let rep = agora_hyperspace::improving::Reputation::new(100);
+    for j in 0..n {
+        let p = agora_hyperspace::improving::RecordParams::parse(
+            &bench_run(j, false),
+            &Default::default(),
+        )
+        .unwrap();
+        let t = agora_hyperspace::improving::Trajectory {
+            trajectory_id: format!("traj-{j:08x}"),
+            task_type: p.task_type,
+            input: p.input,
+            output: p.output,
+            steps: p.steps,
+            reward: p.reward,
+            metadata: p.metadata,
+            peer_id: "12D3KooWbench".into(),
+            created_at: j as u64,
+        };
+        lib.admit(
+            agora_hyperspace::improving::library::Held::new(t, j as u64),
+            None,
+            &rep,
+        );
+    }
+    let mut local = Vec::new();
+    for q in 0..300 {
+        let strategy = [
+            agora_hyperspace::improving::Strategy::ExemplarLevel,
+            agora_hyperspace::improving::Strategy::Hybrid,
+            agora_hyperspace::improving::Strategy::Accumulate,
+            agora_hyperspace::improving::Strategy::DatabaseLevel,
+        ][q % 4];
+        let t = Instant::now();
+        let picked = lib.exemplars(3, strategy, 0.5, &rep);
+        local.push(t.elapsed());
+        assert_eq!(picked.len(), 3);
+    }
+    local.sort();
+    println!(
+        "| improving.getExemplars on B, library of {size}, limit 3, 4 strategies, 300 calls | p50 {:.2} ms, p99 {:.2} ms; in process (Library::exemplars) p50 {:.2} ms, p99 {:.2} ms; ratio p99 {:.1}x |",
+        ms(percentile(&times, 0.5)),
+        ms(percentile(&times, 0.99)),
+        ms(percentile(&local, 0.5)),
+        ms(percentile(&local, 0.99)),
+        percentile(&times, 0.99).as_secs_f64() / percentile(&local, 0.99).as_secs_f64().max(1e-9)
     );
 }

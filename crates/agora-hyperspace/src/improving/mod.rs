@@ -7,13 +7,17 @@
 //! | [`trajectory`] | the trajectory record, its checks (−32008), states, ids, content hash |
 //! | [`library`] | admission, utility, reputation, exemplars (strategies, diversity), curation, critique, difficulty, stats |
 //! | [`params`] | the other methods' parameters |
+//! | [`augment`] | `FULL_PIPELINE`'s prompt and the schema of the regenerated run |
+//! | [`gossip`] | the trajectory and reputation topics' payloads, redaction, attribution, the gossip score of a contributor |
 //!
 //! Every function is pure: time, randomness and reputation come in as arguments, so the same
 //! inputs give the same scores and order on every node. What goes on the wire is redacted with
-//! [`crate::guard::redact_value`] first. The node's side (libraries in redb, the trajectory
-//! topics, reputation in gossipsub's peer scores, the `improving.*` methods) is not built yet:
-//! those methods still answer −32601.
+//! [`crate::guard::redact_value`] first ([`gossip::redacted`]). The node's side (libraries in
+//! redb, the topics, reputation in gossipsub's peer scores, the `improving.*` methods) is
+//! `agora-node`'s `hyperspace::improving`.
 
+pub mod augment;
+pub mod gossip;
 pub mod library;
 pub mod params;
 pub mod trajectory;

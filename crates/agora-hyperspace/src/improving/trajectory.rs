@@ -153,7 +153,10 @@ pub fn trajectory_id(random: [u8; 4]) -> String {
     )
 }
 
-fn check_steps(steps: &Value, limits: &TrajectoryLimits) -> Result<Vec<Value>, RpcError> {
+pub(crate) fn check_steps(
+    steps: &Value,
+    limits: &TrajectoryLimits,
+) -> Result<Vec<Value>, RpcError> {
     let Value::Array(items) = steps else {
         return Err(rejected("steps", "must be an array"));
     };

@@ -370,6 +370,17 @@ pub fn apply(
     }
 }
 
+/// `text` without the Markdown fence models often wrap JSON in (`` ```json … ``` ``), trimmed.
+#[must_use]
+pub fn unfence(text: &str) -> &str {
+    let body = text.trim();
+    body.strip_prefix("```json")
+        .or_else(|| body.strip_prefix("```"))
+        .and_then(|b| b.strip_suffix("```"))
+        .unwrap_or(body)
+        .trim()
+}
+
 /// The answer an LLM reflector must give: `{"bullets": [{"section": "str"|"cal"|"mis"|"fbk",
 /// "content": "…"}]}`, at most [`MAX_LLM_BULLETS`], every content non-blank and within
 /// `max_content_bytes`, no other members. Anything else is an error (and the node falls back to
@@ -386,15 +397,8 @@ pub fn parse_llm_answer(text: &str, max_content_bytes: usize) -> Result<Vec<Cand
         section: String,
         content: String,
     }
-    // Models often wrap JSON in a Markdown fence.
-    let body = text.trim();
-    let body = body
-        .strip_prefix("```json")
-        .or_else(|| body.strip_prefix("```"))
-        .and_then(|b| b.strip_suffix("```"))
-        .unwrap_or(body);
     let answer: Answer =
-        serde_json::from_str(body.trim()).map_err(|e| format!("not the bullet schema: {e}"))?;
+        serde_json::from_str(unfence(text)).map_err(|e| format!("not the bullet schema: {e}"))?;
     if answer.bullets.len() > MAX_LLM_BULLETS {
         return Err(format!(
             "{} bullets, at most {MAX_LLM_BULLETS}",

@@ -1,14 +1,15 @@
 //! The inline gossip check for `hyperspace/…` topics: the v2 envelope is verified once (signature
 //! over the topic, `from`/`pk`, freshness, replay window) inside gossipsub's validation hook, in
-//! the mesh task, before the message can be forwarded. Topics whose messages change the service's
-//! state (capabilities, discovery asks) are then deferred to the service, which decides from the
-//! content; memory sync messages are accepted here and a copy goes to the memory service
-//! ([`Verdict::Accept`]); every other Hyperspace topic is accepted here and relayed at once, and
+//! the mesh task, before the message can be forwarded. Topics whose messages change a service's
+//! state (capabilities, discovery asks, trajectories) are then deferred to the service, which
+//! decides from the content; memory sync messages and reputation views are accepted here and a
+//! copy goes to the memory or improving service ([`Verdict::Accept`]); every other Hyperspace topic is accepted here and relayed at once, and
 //! since no service reads those, the mesh queues no copy of them ([`Verdict::Relay`]).
 
 use std::sync::Mutex;
 
 use agora_hyperspace::announce::{CAPABILITIES_PREFIX, DISCOVERY_TOPIC};
+use agora_hyperspace::improving::gossip::{REPUTATION_PREFIX, TRAJECTORIES_PREFIX};
 use agora_hyperspace::memory::SYNC_TOPIC;
 use agora_hyperspace::{KeyCache, ReplayWindow};
 
@@ -54,11 +55,18 @@ impl GossipValidator for GossipGate {
             agora_hyperspace::verify_keyed(text, topic, now_ms(), window, keys).map(|_| ())
         };
         match checked {
-            Ok(()) if topic.starts_with(CAPABILITIES_PREFIX) || topic == DISCOVERY_TOPIC => {
+            Ok(())
+                if topic.starts_with(CAPABILITIES_PREFIX)
+                    || topic == DISCOVERY_TOPIC
+                    || topic.starts_with(TRAJECTORIES_PREFIX) =>
+            {
                 Verdict::Defer
             }
-            // Memory sync: forwarded at once, and the memory service applies a copy.
-            Ok(()) if topic == SYNC_TOPIC => Verdict::Accept,
+            // Memory sync: forwarded at once, and the memory service applies a copy; so are
+            // reputation views (the improving service keeps those it follows).
+            Ok(()) if topic == SYNC_TOPIC || topic.starts_with(REPUTATION_PREFIX) => {
+                Verdict::Accept
+            }
             Ok(()) => Verdict::Relay,
             Err(e) if e.is_benign() => Verdict::Ignore,
             Err(e) => {

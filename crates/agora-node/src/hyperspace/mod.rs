@@ -12,6 +12,7 @@
 //! | [`guard`] | `guard.validate` and `guard.checkSafety`, run on a bounded pool of worker threads within a time budget, never on this task |
 //! | [`memory`] | the Memory primitive (`memory.*`): a task of its own, its redb table, its worker pool |
 //! | [`learning`] | the Learning primitive (`learning.*`): a task of its own, its redb tables, its worker pool |
+//! | [`improving`] | the Self-Improving primitive (`improving.*`, `selfImproving.*`): a task of its own, its redb tables, its worker pool, the trajectory and reputation topics, gossipsub application scores |
 //!
 //! Gossip (spec §2.1, §7.2; `docs/hyperspace-wire.md`): every message on a `hyperspace/…` topic
 //! is a v2 signed envelope, verified once by the [`GossipGate`] inside gossipsub's validation
@@ -35,6 +36,7 @@ mod cards;
 mod discover;
 mod gate;
 mod guard;
+pub mod improving;
 mod invoke;
 pub mod learning;
 pub mod memory;

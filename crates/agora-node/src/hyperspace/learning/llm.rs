@@ -43,7 +43,7 @@ impl std::fmt::Debug for ChatConfig {
 
 /// A chat-completions client.
 #[derive(Clone, Debug)]
-pub(super) struct Chat {
+pub(crate) struct Chat {
     config: ChatConfig,
     url: String,
     agent: ureq::Agent,
@@ -67,7 +67,7 @@ struct Message {
 impl Chat {
     /// A client for `config` (no request is made).
     #[must_use]
-    pub(super) fn new(config: ChatConfig) -> Self {
+    pub(crate) fn new(config: ChatConfig) -> Self {
         let agent: ureq::Agent = ureq::Agent::config_builder()
             .timeout_global(Some(config.timeout))
             .http_status_as_error(false)
@@ -83,7 +83,7 @@ impl Chat {
     }
 
     /// The model's answer to `prompt` (the content of its first choice).
-    pub(super) fn complete(&self, system: &str, prompt: &str) -> Result<String, String> {
+    pub(crate) fn complete(&self, system: &str, prompt: &str) -> Result<String, String> {
         let fail = |what: String| format!("{}: {what}", self.url);
         let body = serde_json::json!({
             "model": self.config.model,

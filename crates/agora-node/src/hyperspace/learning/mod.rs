@@ -28,14 +28,14 @@
 //! `reason: "full"`), `[learning] max_bullets` bullets each (the lowest-value bullet makes room),
 //! 64 calls in flight (beyond, −32003).
 
-mod llm;
+pub(crate) mod llm;
 
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use agora_embed::Embedder;
-use agora_hyperspace::jsonrpc::{RpcCode, RpcError};
+use agora_hyperspace::jsonrpc::RpcError;
 use agora_hyperspace::learning::params::{
     AddBulletParams, CurateParams, FeedbackParams, LearningLimits, PlaybookParams, ReflectParams,
 };
@@ -48,7 +48,7 @@ use tokio::time::Instant;
 
 pub use llm::ChatConfig;
 
-use super::guard::{LongCallSettings, LongCalls};
+use super::guard::{LongCallSettings, LongCalls, spawn_call};
 use super::now_ms;
 use crate::rpc::{Call, Principal};
 use crate::store::Store;
@@ -218,22 +218,13 @@ pub async fn run(prepared: Prepared, mut inputs: mpsc::Receiver<Input>) {
     while let Some(input) = inputs.recv().await {
         match input {
             Input::Call(call) => {
-                let Ok(permit) = Arc::clone(&shared.in_flight).try_acquire_owned() else {
-                    let _ = call
-                        .reply
-                        .send(Err(RpcError::from_code(RpcCode::RATE_LIMITED)
-                            .with_message(
-                                "Rate Limited: too many learning calls in flight",
-                            )));
-                    continue;
-                };
                 let s = Arc::clone(&shared);
-                tokio::spawn(async move {
-                    let params = call.request.params.clone().unwrap_or(Value::Null);
-                    let outcome = s.call(&call.principal, &call.request.method, &params).await;
-                    let _ = call.reply.send(outcome);
-                    drop(permit);
-                });
+                spawn_call(
+                    &shared.in_flight,
+                    "learning",
+                    call,
+                    async move |who, method, params| s.call(&who, &method, &params).await,
+                );
             }
             Input::Status(reply) => {
                 let _ = reply.send(shared.status());

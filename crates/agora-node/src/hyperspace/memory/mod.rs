@@ -74,7 +74,7 @@ use members::Members;
 use shard::Shard;
 use vault::Vault;
 
-use super::guard::{LongCallSettings, LongCalls};
+use super::guard::{LongCallSettings, LongCalls, spawn_call};
 use super::{now_ms, random_hex};
 use crate::mesh;
 use crate::rpc::{Call, Principal};
@@ -352,27 +352,13 @@ pub async fn run(prepared: Prepared, mut inputs: mpsc::Receiver<Input>) {
         };
         match input {
             Input::Call(call) => {
-                let Ok(permit) = Arc::clone(&shared.in_flight).try_acquire_owned() else {
-                    let _ = call
-                        .reply
-                        .send(Err(RpcError::from_code(RpcCode::RATE_LIMITED)
-                            .with_message(
-                                "Rate Limited: too many memory calls in flight",
-                            )));
-                    continue;
-                };
                 let s = Arc::clone(&shared);
-                tokio::spawn(async move {
-                    let outcome = s
-                        .call(
-                            &call.principal,
-                            &call.request.method,
-                            call.request.params.as_ref(),
-                        )
-                        .await;
-                    let _ = call.reply.send(outcome);
-                    drop(permit);
-                });
+                spawn_call(
+                    &shared.in_flight,
+                    "memory",
+                    call,
+                    async move |who, method, params| s.call(&who, &method, Some(&params)).await,
+                );
             }
             Input::Peer {
                 peer,
