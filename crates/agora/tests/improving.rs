@@ -400,3 +400,57 @@ async fn a_contributor_whose_exemplars_precede_failures_loses_mesh_standing() {
         "a graylisted peer's trajectory was admitted"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn full_pipeline_regenerates_a_failed_run_with_a_chat_model() {
+    let Some(server) = support::spawn_openai_server() else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    for (model, outcome) in [("regenerate", "AUGMENTED"), ("garbage", "error")] {
+        let node = spawn_node_env(
+            &dir.path().join(model),
+            &[],
+            30,
+            &[],
+            &[
+                ("AGORA_IMPROVING_BASE_URL", server.url.as_str()),
+                ("AGORA_IMPROVING_MODEL", model),
+            ],
+        );
+        let mut ok = run(1, 0.9);
+        ok["steps"] = json!([{ "action": "search", "tool": "web-search", "duration": 100 }]);
+        call(&node, "improving.recordTrajectory", ok).await;
+        let failed = json!({
+            "taskType": "web-research",
+            "input": { "query": "question" },
+            "steps": [{ "action": "search", "tool": "pdf-reader", "error": "timeout" }],
+            "reward": 0.1,
+        });
+        let r = call(&node, "improving.recordTrajectory", failed).await;
+        let id = r["result"]["trajectoryId"].clone();
+        let aug = call(
+            &node,
+            "improving.augment",
+            json!({"trajectoryId": id, "mode": "FULL_PIPELINE"}),
+        )
+        .await;
+        if outcome == "error" {
+            // A model answer outside the schema changes nothing and says why.
+            assert_eq!(aug["error"]["data"]["reason"], "llm", "{aug}");
+            let stats = call(&node, "improving.getLibraryStats", json!({})).await;
+            assert_eq!(stats["result"]["byState"]["FAILED"], 1, "{stats}");
+            continue;
+        }
+        let result = &aug["result"];
+        assert_eq!(result["augmented"], true, "{aug}");
+        assert_eq!(result["newState"], "AUGMENTED");
+        // The fixture names the first tool of its prompt: the failed run's.
+        assert_eq!(
+            result["regenerated"]["steps"][0],
+            json!({"action": "retry", "tool": "pdf-reader"})
+        );
+        let stats = call(&node, "improving.getLibraryStats", json!({})).await;
+        assert_eq!(stats["result"]["byState"]["AUGMENTED"], 1, "{stats}");
+    }
+}
