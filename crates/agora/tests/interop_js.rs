@@ -789,3 +789,70 @@ async fn a_second_node_joins_a_node_that_has_seen_500_capability_topics() {
     within_topic_budget(&a).await;
     within_topic_budget(&b).await;
 }
+
+/// A trajectory shared by an Agora node, as a js-libp2p peer receives it on
+/// `hyperspace/trajectories/{taskType}`: the raw gossiped bytes hold neither the e-mail address
+/// nor the API key recorded, the js envelope code verifies the envelope, and the trajectory is
+/// attributed to the node that signed it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_shared_trajectory_reaches_a_js_peer_redacted_and_verified() {
+    if !js_available() {
+        return;
+    }
+    const TRAJECTORIES: &str = "hyperspace/trajectories/web-research";
+    let dir = tempfile::tempdir().unwrap();
+    let node = support::spawn_node_env(
+        &dir.path().join("a"),
+        &[],
+        30,
+        &[],
+        &[
+            ("AGORA_IMPROVING_SHARE", "true"),
+            ("AGORA_IMPROVING_TASK_TYPES", "web-research"),
+        ],
+    );
+    let mut js = JsPeer::spawn().await;
+    js.subscribe(&[TRAJECTORIES.to_owned()]).await;
+    js.dial(&node).await;
+    assert!(
+        js.wait_for("mesh", TRAJECTORIES, &node.peer_id, Duration::from_secs(20))
+            .await,
+        "the Agora node joins the js peer's mesh for {TRAJECTORIES}"
+    );
+    let mut ws = rpc_connect(&node.rpc).await;
+    let r = support::rpc_call(
+        &mut ws,
+        1,
+        "improving.recordTrajectory",
+        json!({
+            "taskType": "web-research",
+            "input": {"query": "write to ana.lopez@agents.localhost about batteries"},
+            "output": {"summary": "sent"},
+            "steps": [{"action": "mail", "tool": "smtp", "params": {"token": "sk-abcdefghijklmnopqrstuvwxyz0123456789ABCD"}, "duration": 40}],
+            "reward": 0.9
+        }),
+    )
+    .await;
+    assert_eq!(r["result"]["gossipedTo"], 1, "{r}");
+    let id = r["result"]["trajectoryId"].as_str().unwrap().to_owned();
+    let message = js
+        .expect(Duration::from_secs(20), |e| {
+            e["event"] == "message" && e["topic"] == TRAJECTORIES
+        })
+        .await
+        .expect("the js peer receives the trajectory");
+    let raw = message["data"].as_str().expect("the gossiped bytes");
+    assert!(!raw.contains("ana.lopez@agents.localhost"), "{raw}");
+    assert!(!raw.contains("sk-abcdefghij"), "{raw}");
+    assert!(raw.contains("[REDACTED:pii.email]") && raw.contains("[REDACTED:secret.api_key]"));
+    let verified = js
+        .expect(Duration::from_secs(5), |e| {
+            e["event"] == "verified" && e["topic"] == TRAJECTORIES
+        })
+        .await
+        .expect("the js envelope code checks it");
+    assert_eq!(verified["ok"], true, "{verified}");
+    assert_eq!(verified["d"]["trajectoryId"], id.as_str());
+    assert_eq!(verified["d"]["peerId"], node.peer_id.as_str());
+    assert_eq!(verified["d"]["reward"], 0.9);
+}
