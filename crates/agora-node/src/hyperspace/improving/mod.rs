@@ -44,7 +44,9 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use agora_hyperspace::improving::gossip::{self, ReputationView, TRAJECTORIES_PREFIX};
+use agora_hyperspace::improving::gossip::{
+    self, REPUTATION_PREFIX, ReputationView, TRAJECTORIES_PREFIX,
+};
 use agora_hyperspace::improving::library::{self as lib, Admit, Held};
 use agora_hyperspace::improving::params::{
     AugmentMode, AugmentParams, CurateParams, DifficultyParams, ExemplarParams, StatsParams,
@@ -956,8 +958,18 @@ impl Shared {
                 })
             })
             .await;
-        if admitted == Ok(true) && lock(&self.views).len() + 1 < MAX_VIEWS {
-            self.follow(&gossip::reputation_topic(&contributor)).await;
+        let topic = gossip::reputation_topic(&contributor);
+        let followed = {
+            let subscribed = lock(&self.subscribed);
+            subscribed.contains(&topic)
+                || subscribed
+                    .iter()
+                    .filter(|t| t.starts_with(REPUTATION_PREFIX))
+                    .count()
+                    >= MAX_VIEWS
+        };
+        if admitted == Ok(true) && !followed {
+            self.follow(&topic).await;
         }
         MessageAcceptance::Accept
     }

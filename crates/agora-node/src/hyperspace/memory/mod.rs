@@ -223,7 +223,19 @@ struct Shared {
     counters: Mutex<BTreeMap<&'static str, u64>>,
     /// The view changed (a heartbeat, a failure) and no round has run since.
     ring_dirty: AtomicBool,
+    /// Anti-entropy's version lists, by peer ([`STRAYS`] for the hand-off's): the shard's
+    /// generation and the ring's members they were made from, and the list. A round with no
+    /// write and no change of view since the last one scans nothing. At most one entry per
+    /// member of the view (cleared past [`MAX_CACHED_LISTS`]).
+    versions_cache: Mutex<HashMap<String, CachedVersions>>,
 }
+
+/// One cached version list: (shard generation, ring members, the list).
+type CachedVersions = (u64, Vec<String>, Arc<Vec<(String, Version)>>);
+/// The key of the hand-off's list in [`Shared::versions_cache`] (not a PeerId).
+const STRAYS: &str = "";
+/// Most cached version lists.
+const MAX_CACHED_LISTS: usize = 64;
 
 impl std::fmt::Debug for Shared {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -292,6 +304,7 @@ pub fn prepare(
             settings,
             counters: Mutex::new(BTreeMap::new()),
             ring_dirty: AtomicBool::new(false),
+            versions_cache: Mutex::new(HashMap::new()),
         }),
     })
 }
@@ -1168,20 +1181,52 @@ impl Shared {
 
     /// The (id, version) of held entries whose owners, in this node's view, include both this
     /// node and `peer`, sorted by id (the set an anti-entropy exchange with `peer` compares).
-    async fn pair_versions(self: &Arc<Self>, peer: &str) -> Vec<(String, Version)> {
+    async fn pair_versions(self: &Arc<Self>, peer: &str) -> Arc<Vec<(String, Version)>> {
+        let me = self.me.clone();
+        let peer_id = peer.to_owned();
+        self.cached_versions(peer, move |owners| {
+            owners.contains(&me.as_str()) && owners.contains(&peer_id.as_str())
+        })
+        .await
+    }
+
+    /// The held entries whose owners (`keep` of the owners in this node's view) select, sorted by
+    /// id, scanned on the worker pool only when the shard or the view changed since the list
+    /// cached under `key` was made.
+    async fn cached_versions(
+        self: &Arc<Self>,
+        key: &str,
+        keep: impl Fn(&[&str]) -> bool + Send + 'static,
+    ) -> Arc<Vec<(String, Version)>> {
+        let generation = self.shard.generation();
+        let (ring, members) = {
+            let m = self.lock_members();
+            let ring = m.ring().clone();
+            let members: Vec<String> = ring.members().map(str::to_owned).collect();
+            (ring, members)
+        };
+        if let Some((g, m, list)) = lock_cache(&self.versions_cache).get(key)
+            && *g == generation
+            && *m == members
+        {
+            return Arc::clone(list);
+        }
         let s = Arc::clone(self);
-        let peer = peer.to_owned();
         let deadline = Instant::now() + self.settings.budget;
-        self.pool
+        let list = self
+            .pool
             .run("memory.sync", deadline, move || {
-                let ring = s.lock_members().ring().clone();
-                Ok(s.shard.versions(|id| {
-                    let owners = ring.owners(id);
-                    owners.contains(&s.me.as_str()) && owners.contains(&peer.as_str())
-                }))
+                Ok(s.shard.versions(|id| keep(&ring.owners(id))))
             })
             .await
-            .unwrap_or_default()
+            .map(Arc::new)
+            .unwrap_or_default();
+        let mut cache = lock_cache(&self.versions_cache);
+        if cache.len() >= MAX_CACHED_LISTS {
+            cache.clear();
+        }
+        cache.insert(key.to_owned(), (generation, members, Arc::clone(&list)));
+        list
     }
 
     /// One anti-entropy round: with every other member, compare digests of the entries both
@@ -1274,20 +1319,13 @@ impl Shared {
         if !self.settings.serve {
             return;
         }
-        let s = Arc::clone(self);
-        let deadline = Instant::now() + self.settings.budget;
+        let me = self.me.clone();
         let strays = self
-            .pool
-            .run("memory.sync", deadline, move || {
-                let ring = s.lock_members().ring().clone();
-                Ok(s.shard
-                    .versions(|id| !ring.owners(id).contains(&s.me.as_str())))
-            })
-            .await
-            .unwrap_or_default();
-        for (id, _) in strays {
-            if let Some(entry) = self.shard.get_full(&id) {
-                let owners = self.owners(&id);
+            .cached_versions(STRAYS, move |owners| !owners.contains(&me.as_str()))
+            .await;
+        for (id, _) in strays.iter() {
+            if let Some(entry) = self.shard.get_full(id) {
+                let owners = self.owners(id);
                 self.replicate(&entry, &owners).await;
             }
         }
@@ -1333,6 +1371,10 @@ impl Shared {
             }
         }
     }
+}
+
+fn lock_cache<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 fn hit_json(h: &SearchHit) -> Value {

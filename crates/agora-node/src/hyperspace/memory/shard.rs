@@ -79,6 +79,8 @@ pub(super) struct Shard {
     state: RwLock<State>,
     stripes: Vec<tokio::sync::Mutex<()>>,
     max_entries: usize,
+    /// Goes up on every change of the held entries (anti-entropy caches its scans by it).
+    generation: std::sync::atomic::AtomicU64,
 }
 
 fn stripped(entry: &Entry) -> Entry {
@@ -172,6 +174,7 @@ impl Shard {
                 vault,
                 state: RwLock::new(state),
                 stripes: (0..STRIPES).map(|_| tokio::sync::Mutex::new(())).collect(),
+                generation: std::sync::atomic::AtomicU64::new(0),
                 max_entries,
             },
             bad,
@@ -218,6 +221,8 @@ impl Shard {
         // An insert may grow or rebuild the HNSW graph (seconds at the exact-scan crossover):
         // never on a runtime worker's time.
         blocking(|| self.write().put(incoming))?;
+        self.generation
+            .fetch_add(1, std::sync::atomic::Ordering::AcqRel);
         Ok(true)
     }
 
@@ -234,6 +239,11 @@ impl Shard {
         let row = self.store.hs_memory(id).ok()??;
         let plain = self.vault.open_row(id, &row).ok()?;
         serde_json::from_slice(&plain).ok()
+    }
+
+    /// The generation of the held entries: it changes whenever they do.
+    pub(super) fn generation(&self) -> u64 {
+        self.generation.load(std::sync::atomic::Ordering::Acquire)
     }
 
     /// Entries held.
