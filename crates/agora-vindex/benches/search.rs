@@ -12,7 +12,8 @@
 //! Environment: `VINDEX_PYTHON` (default `python3`) runs the FAISS script; `VINDEX_N` (default
 //! 100,000) and `VINDEX_QUERIES` (default 500) size the run; `VINDEX_WORKLOADS`
 //! (`clustered,uniform`) picks the workloads; `VINDEX_CROSSOVER=0` skips the exact/HNSW crossover
-//! sweep. Graph builds add from one thread per core.
+//! sweep; `VINDEX_M` and `VINDEX_EF_CONSTRUCTION` change the graph parameters of both engines.
+//! Graph builds add from one thread per core.
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -26,8 +27,19 @@ use serde_json::Value;
 
 const DIM: usize = 384;
 const K: usize = 10;
-const EF_SWEEP: [usize; 5] = [16, 32, 64, 128, 256];
+const EF_SWEEP: [usize; 9] = [16, 24, 32, 48, 64, 80, 96, 128, 256];
 const CROSSOVER_SIZES: [usize; 3] = [5_000, 10_000, 20_000];
+
+/// The graph parameters measured: the defaults, or `VINDEX_M` and `VINDEX_EF_CONSTRUCTION`
+/// (FAISS gets the same).
+fn bench_config() -> IndexConfig {
+    let d = IndexConfig::default();
+    IndexConfig {
+        m: env_usize("VINDEX_M", d.m),
+        ef_construction: env_usize("VINDEX_EF_CONSTRUCTION", d.ef_construction),
+        ..d
+    }
+}
 
 fn env_usize(name: &str, default: usize) -> usize {
     std::env::var(name)
@@ -121,7 +133,7 @@ fn build(base: &[f32], config: IndexConfig) -> (VectorIndex, f64) {
 
 fn measure(base: &[f32], queries: &[f32]) -> (VectorIndex, Report) {
     let rss_before = rss_bytes();
-    let (mut index, build_s) = build(base, IndexConfig::default());
+    let (mut index, build_s) = build(base, bench_config());
     assert_eq!(index.engine(), Engine::Hnsw);
     let rss_mb = rss_before
         .zip(rss_bytes())
@@ -178,7 +190,7 @@ fn faiss(base: &[f32], queries: &[f32]) -> Result<Value, String> {
     fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
     let (base_path, query_path) = (dir.join("base.f32"), dir.join("queries.f32"));
     let written = write_f32(&base_path, base).and_then(|()| write_f32(&query_path, queries));
-    let config = IndexConfig::default();
+    let config = bench_config();
     let efs: Vec<String> = EF_SWEEP.iter().map(usize::to_string).collect();
     let script = concat!(env!("CARGO_MANIFEST_DIR"), "/benches/faiss_compare.py");
     let output = written.map_err(|e| e.to_string()).and_then(|()| {
@@ -213,7 +225,7 @@ fn num(v: &Value, path: &[&str]) -> f64 {
 }
 
 fn print_report(name: &str, n: usize, nq: usize, ours: &Report, faiss: Result<&Value, &String>) {
-    let config = IndexConfig::default();
+    let config = bench_config();
     println!(
         "\n== {name}: {n} × {DIM}, {nq} queries, k = {K}, M = {}, efConstruction = {} ==",
         config.m, config.ef_construction

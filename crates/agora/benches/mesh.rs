@@ -835,7 +835,9 @@ async fn improving_bench() {
         n as f64 / fill.as_secs_f64()
     );
     let mut times = Vec::new();
+    let mut pace = tokio::time::interval(Duration::from_millis(10));
     for q in 0..300 {
+        pace.tick().await;
         let strategy = ["EXEMPLAR_LEVEL", "HYBRID", "ACCUMULATE", "DATABASE_LEVEL"][q % 4];
         let t = Instant::now();
         let r = support::rpc_call(

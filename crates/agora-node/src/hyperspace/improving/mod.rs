@@ -515,11 +515,10 @@ impl Shared {
                             dirty.insert((task.clone(), l.items[i].trajectory.trajectory_id.clone()));
                         }
                     }
-                    let stats = l.stats(&rep);
                     Ok(json!({
                         "exemplars": exemplars,
-                        "librarySize": stats.total,
-                        "avgReward": stats.avg_reward,
+                        "librarySize": l.items.len(),
+                        "avgReward": avg_reward(&l),
                         "strategy": p.strategy,
                     }))
                 })
@@ -1066,6 +1065,21 @@ fn random4() -> [u8; 4] {
         b = (now_ms() as u32).to_le_bytes();
     }
     b
+}
+
+/// The mean reward of `l`'s rewarded trajectories, 4 decimals (0 without any): what
+/// `Library::stats` says, without counting states and contributors.
+fn avg_reward(l: &Library) -> f64 {
+    let (n, sum) = l
+        .items
+        .iter()
+        .filter_map(|h| h.trajectory.reward)
+        .fold((0usize, 0.0f64), |(n, s), r| (n + 1, s + r));
+    if n == 0 {
+        0.0
+    } else {
+        ((sum / n as f64) * 10_000.0).round() / 10_000.0
+    }
 }
 
 /// `getLibraryStats` over `items`.
