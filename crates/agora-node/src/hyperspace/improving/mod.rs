@@ -518,7 +518,7 @@ impl Shared {
                     Ok(json!({
                         "exemplars": exemplars,
                         "librarySize": l.items.len(),
-                        "avgReward": avg_reward(&l),
+                        "avgReward": avg_reward(l),
                         "strategy": p.strategy,
                     }))
                 })
