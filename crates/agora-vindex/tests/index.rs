@@ -201,6 +201,51 @@ fn the_graph_comes_and_goes_with_size_and_tombstones_trigger_a_rebuild() {
 }
 
 #[test]
+fn a_background_rebuild_answers_meanwhile_and_replays_what_changed() {
+    let data = dataset(16, 600, 5);
+    let config = IndexConfig {
+        background_rebuild: true,
+        ..small_graph_config()
+    };
+    let mut index = filled(16, &data[..500], config);
+    assert_eq!(index.engine(), Engine::Hnsw);
+    // Removals past 20% of the graph's points rebuild nothing by themselves.
+    for (k, _) in &data[..120] {
+        assert!(index.remove(*k));
+    }
+    assert_eq!(index.tombstones(), 120);
+    assert!(index.needs_rebuild());
+    let job = index.begin_rebuild().expect("a rebuild is due");
+    assert_eq!(job.len(), 380);
+    assert!(!index.needs_rebuild(), "one at a time");
+    assert!(index.begin_rebuild().is_none());
+    // While it builds: a new key, a replaced key, a removed key; searches still answer.
+    index.insert(data[500].0, &data[500].1).unwrap();
+    index.insert(data[200].0, &data[501].1).unwrap();
+    assert!(index.remove(data[300].0));
+    assert_eq!(index.search(&data[400].1, 10, None).len(), 10);
+    let built = job.run();
+    index.finish_rebuild(built);
+    assert_eq!(index.engine(), Engine::Hnsw);
+    // The new graph: the snapshot's tombstones gone, the changes replayed (the replaced and
+    // the removed key each leave one).
+    assert_eq!(index.tombstones(), 2);
+    assert!(!index.needs_rebuild());
+    let hits = index.search(&data[500].1, 1, None);
+    assert_eq!(hits[0].0, data[500].0, "the key added meanwhile is found");
+    let hits = index.search(&data[501].1, 1, None);
+    assert_eq!(
+        hits[0].0, data[200].0,
+        "the replaced key answers with its new vector"
+    );
+    for (_, v) in data.iter().step_by(7) {
+        let hits = index.search(v, 10, None);
+        assert!(hits.iter().all(|h| index.contains(h.0)));
+        assert_close(&hits, &index.exact_search(v, 10, None));
+    }
+}
+
+#[test]
 fn an_eager_graph_grows_from_the_first_vector_and_answers_from_the_threshold() {
     let data = dataset(16, 400, 5);
     let config = IndexConfig {

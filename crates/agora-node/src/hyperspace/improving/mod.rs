@@ -104,7 +104,8 @@ pub struct ImprovingSettings {
     pub max_contributors: usize,
     /// Bounds of a trajectory.
     pub limits: TrajectoryLimits,
-    /// Worker threads. Default 1.
+    /// Worker threads. Default 2, so that one `FULL_PIPELINE` waiting on its model does not
+    /// hold every other call.
     pub workers: usize,
     /// How long a call may wait for a worker and run (FULL_PIPELINE's model call included).
     /// Default 30 s.
@@ -123,7 +124,7 @@ impl Default for ImprovingSettings {
             min_reward: 0.0,
             max_contributors: 10_000,
             limits: TrajectoryLimits::default(),
-            workers: 1,
+            workers: 2,
             budget: Duration::from_secs(30),
             chat: None,
         }
@@ -927,6 +928,12 @@ impl Shared {
             .run("admit", deadline, move || {
                 let mut l = guard;
                 let id = t.trajectory_id.clone();
+                // Another trajectory under the same id (a collision, or a peer reusing one) would
+                // shadow the held one: counted as a repeat.
+                if l.get(&id).is_some() {
+                    s.counters.duplicate.fetch_add(1, Ordering::Relaxed);
+                    return Ok(false);
+                }
                 let outcome = l.admit(
                     Held::new(t, now_ms()),
                     Some(s.settings.min_reward),
