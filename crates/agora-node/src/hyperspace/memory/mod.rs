@@ -230,8 +230,15 @@ struct Shared {
     versions_cache: Mutex<HashMap<String, CachedVersions>>,
 }
 
-/// One cached version list: (shard generation, ring members, the list).
-type CachedVersions = (u64, Vec<String>, Arc<Vec<(String, Version)>>);
+/// One cached version list: (shard generation, ring members, the list and its digest).
+type CachedVersions = (u64, Vec<String>, Arc<Versions>);
+
+/// Held entries' (id, version), sorted by id, and their anti-entropy digest.
+#[derive(Debug, Default)]
+struct Versions {
+    list: Vec<(String, Version)>,
+    digest: [u8; 32],
+}
 /// The key of the hand-off's list in [`Shared::versions_cache`] (not a PeerId).
 const STRAYS: &str = "";
 /// Most cached version lists.
@@ -1144,8 +1151,7 @@ impl Shared {
                 ..
             } => {
                 let mine = self.pair_versions(&from).await;
-                let ours = digest(mine.iter().map(|(id, v)| (id.as_str(), v)));
-                if ours == theirs {
+                if mine.digest == theirs {
                     MemoryResponse::DigestMatch
                 } else {
                     MemoryResponse::DigestMismatch
@@ -1156,7 +1162,8 @@ impl Shared {
                 after,
                 limit,
             } => {
-                let mine = self.pair_versions(&from).await;
+                let versions = self.pair_versions(&from).await;
+                let mine = &versions.list;
                 let limit = usize::try_from(limit.min(VERSIONS_PAGE)).unwrap_or(1);
                 let start = after.as_ref().map_or(0, |a| {
                     mine.partition_point(|(id, _)| id.as_str() <= a.as_str())
@@ -1181,7 +1188,7 @@ impl Shared {
 
     /// The (id, version) of held entries whose owners, in this node's view, include both this
     /// node and `peer`, sorted by id (the set an anti-entropy exchange with `peer` compares).
-    async fn pair_versions(self: &Arc<Self>, peer: &str) -> Arc<Vec<(String, Version)>> {
+    async fn pair_versions(self: &Arc<Self>, peer: &str) -> Arc<Versions> {
         let me = self.me.clone();
         let peer_id = peer.to_owned();
         self.cached_versions(peer, move |owners| {
@@ -1197,7 +1204,7 @@ impl Shared {
         self: &Arc<Self>,
         key: &str,
         keep: impl Fn(&[&str]) -> bool + Send + 'static,
-    ) -> Arc<Vec<(String, Version)>> {
+    ) -> Arc<Versions> {
         let generation = self.shard.generation();
         let (ring, members) = {
             let m = self.lock_members();
@@ -1216,7 +1223,11 @@ impl Shared {
         let list = self
             .pool
             .run("memory.sync", deadline, move || {
-                Ok(s.shard.versions(|id| keep(&ring.owners(id))))
+                let list = s.shard.versions(|id| keep(&ring.owners(id)));
+                // Hashing 100,000 versions takes tens of milliseconds: here, once per change,
+                // never on an async task.
+                let digest = digest(list.iter().map(|(id, v)| (id.as_str(), v)));
+                Ok(Versions { list, digest })
             })
             .await
             .map(Arc::new)
@@ -1236,17 +1247,16 @@ impl Shared {
         let others = self.lock_members().others();
         for peer in others {
             let mine = self.pair_versions(&peer).await;
-            let d = digest(mine.iter().map(|(id, v)| (id.as_str(), v)));
             let ask = MemoryRequest::Digest {
                 peer: self.me.clone(),
-                digest: d,
-                count: mine.len() as u64,
+                digest: mine.digest,
+                count: mine.list.len() as u64,
             };
             match self
                 .request(&peer, &ask, self.settings.gather_timeout)
                 .await
             {
-                Ok(MemoryResponse::DigestMismatch) => self.exchange(&peer, &mine).await,
+                Ok(MemoryResponse::DigestMismatch) => self.exchange(&peer, &mine.list).await,
                 Ok(_) => {}
                 Err(e) => tracing::debug!(%peer, error = %e, "anti-entropy digest failed"),
             }
@@ -1323,7 +1333,7 @@ impl Shared {
         let strays = self
             .cached_versions(STRAYS, move |owners| !owners.contains(&me.as_str()))
             .await;
-        for (id, _) in strays.iter() {
+        for (id, _) in &strays.list {
             if let Some(entry) = self.shard.get_full(id) {
                 let owners = self.owners(id);
                 self.replicate(&entry, &owners).await;
