@@ -947,7 +947,8 @@ pub const GRAYLIST_THRESHOLD: f64 = -80.0;
 /// topic components need per-topic parameters the spec does not give; IP colocation (P6) would
 /// punish every node of a host or a NAT; the behaviour penalty (P7) and the slow-peer penalty
 /// were not measured at scale (`docs/performance.md`) and stay off, so a node with no
-/// reputation data behaves exactly as without scoring. Thresholds are gossipsub's defaults,
+/// reputation data forwards by the same rules as without scoring (scoring's per-message
+/// bookkeeping is the added cost). Thresholds are gossipsub's defaults,
 /// except that peer exchange is accepted from any peer not below 0, as it was without scoring.
 fn score_settings() -> (gossipsub::PeerScoreParams, gossipsub::PeerScoreThresholds) {
     let params = gossipsub::PeerScoreParams {
