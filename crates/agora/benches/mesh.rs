@@ -581,32 +581,14 @@ async fn memory_bench() {
             .collect();
         let ws = &mut conns[round % 3];
         round += 1;
-        ws.send(tokio_tungstenite::tungstenite::Message::Text(
-            serde_json::to_string(&batch).unwrap().into(),
-        ))
-        .await
-        .unwrap();
-        loop {
-            use tokio_tungstenite::tungstenite::Message;
-            let t = match ws.next().await {
-                Some(Ok(Message::Text(t))) => t,
-                // The face pings connections; tungstenite answers them itself.
-                Some(Ok(Message::Ping(_) | Message::Pong(_))) => continue,
-                other => panic!("connection closed: {other:?}"),
-            };
-            let v: serde_json::Value = serde_json::from_str(t.as_str()).unwrap();
-            if let Some(items) = v.as_array() {
-                for item in items {
-                    if item["result"]["id"].is_string() {
-                        continue;
-                    }
-                    let code = item["error"]["code"].as_i64();
-                    assert!(matches!(code, Some(-32007 | -32003)), "{item}");
-                    refused += 1;
-                    retry.push(usize::try_from(item["id"].as_u64().unwrap()).unwrap());
-                }
-                break;
+        for item in send_batch(ws, &batch).await {
+            if item["result"]["id"].is_string() {
+                continue;
             }
+            let code = item["error"]["code"].as_i64();
+            assert!(matches!(code, Some(-32007 | -32003)), "{item}");
+            refused += 1;
+            retry.push(usize::try_from(item["id"].as_u64().unwrap()).unwrap());
         }
     }
     println!("| stores refused during the fill and stored again | {refused} |");
@@ -704,6 +686,27 @@ async fn memory_bench() {
     );
 }
 
+/// Sends `batch` (JSON-RPC requests) on `ws` as one frame and returns the answers, skipping the
+/// face's pings (tungstenite answers them itself).
+async fn send_batch(ws: &mut support::Ws, batch: &[serde_json::Value]) -> Vec<serde_json::Value> {
+    use futures::{SinkExt, StreamExt};
+    use tokio_tungstenite::tungstenite::Message;
+    ws.send(Message::Text(serde_json::to_string(batch).unwrap().into()))
+        .await
+        .unwrap();
+    loop {
+        let t = match ws.next().await {
+            Some(Ok(Message::Text(t))) => t,
+            Some(Ok(Message::Ping(_) | Message::Pong(_))) => continue,
+            other => panic!("connection closed: {other:?}"),
+        };
+        let v: serde_json::Value = serde_json::from_str(t.as_str()).unwrap();
+        if let serde_json::Value::Array(items) = v {
+            return items;
+        }
+    }
+}
+
 /// A distinct run `i` of the task type `bench` (1 to 4 steps, rewards spread over [0, 1]).
 fn bench_run(i: usize, share: bool) -> serde_json::Value {
     let steps: Vec<serde_json::Value> = (0..1 + i % 4)
@@ -727,7 +730,6 @@ async fn admitted(node: &Node) -> u64 {
 }
 
 async fn improving_bench() {
-    use futures::{SinkExt, StreamExt};
     let ms = |d: Duration| d.as_secs_f64() * 1e3;
     let dir = tempfile::tempdir().unwrap();
     let env = [
@@ -816,25 +818,8 @@ async fn improving_bench() {
         let batch: Vec<serde_json::Value> = (i..(i + 50).min(n))
             .map(|j| json!({"jsonrpc": "2.0", "id": j, "method": "improving.recordTrajectory", "params": bench_run(j, false)}))
             .collect();
-        ws.send(tokio_tungstenite::tungstenite::Message::Text(
-            serde_json::to_string(&batch).unwrap().into(),
-        ))
-        .await
-        .unwrap();
-        loop {
-            use tokio_tungstenite::tungstenite::Message;
-            let t = match ws.next().await {
-                Some(Ok(Message::Text(t))) => t,
-                Some(Ok(Message::Ping(_) | Message::Pong(_))) => continue,
-                other => panic!("connection closed: {other:?}"),
-            };
-            let v: serde_json::Value = serde_json::from_str(t.as_str()).unwrap();
-            if let Some(items) = v.as_array() {
-                for item in items {
-                    assert!(item["result"]["trajectoryId"].is_string(), "{item}");
-                }
-                break;
-            }
+        for item in send_batch(&mut ws, &batch).await {
+            assert!(item["result"]["trajectoryId"].is_string(), "{item}");
         }
         i += 50;
     }
