@@ -433,9 +433,11 @@ async fn memory_nodes(dir: &std::path::Path, embedder: &str) -> Vec<Node> {
         let data = dir.join(format!("{embedder}-{i}"));
         if embedder == "minilm" {
             let model = std::env::var_os("AGORA_MINILM_DIR").expect("AGORA_MINILM_DIR");
-            std::fs::create_dir_all(data.join("models")).unwrap();
-            std::os::unix::fs::symlink(model, data.join("models").join("all-minilm-l6-v2"))
-                .unwrap();
+            let link = data.join("models").join("all-minilm-l6-v2");
+            if !link.exists() {
+                std::fs::create_dir_all(data.join("models")).unwrap();
+                std::os::unix::fs::symlink(model, link).unwrap();
+            }
         }
         let boot: Vec<&str> = nodes.last().map(|n| n.p2p.as_str()).into_iter().collect();
         nodes.push(support::spawn_node_env(
@@ -532,75 +534,55 @@ async fn store_latency(node: &Node, n: usize) -> (Duration, Duration) {
 async fn memory_bench() {
     use futures::{SinkExt, StreamExt};
     let ms = |d: Duration| d.as_secs_f64() * 1e3;
-    let dir = tempfile::tempdir().unwrap();
+    let temp = tempfile::tempdir().unwrap();
+    // MEMORY_BENCH_DIR keeps the filled nodes' data directories: a later run with the same
+    // directory and N restarts the nodes on them (each rebuilds its index from its store) and
+    // goes straight to the searches.
+    let kept = std::env::var_os("MEMORY_BENCH_DIR").map(std::path::PathBuf::from);
+    let dir = kept.clone().unwrap_or_else(|| temp.path().to_path_buf());
     let minilm = std::env::var_os("AGORA_MINILM_DIR").is_some();
     let n: usize = std::env::var("MEMORY_BENCH_N")
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(100_000);
-    let lexical = memory_nodes(dir.path(), "lexical").await;
-    let (p50, p99) = store_latency(&lexical[0], 500).await;
-    println!(
-        "| memory.store on A, 3 nodes, 3 replicas, lexical embedder, 500 calls | p50 {:.2} ms, p99 {:.2} ms |",
-        ms(p50),
-        ms(p99)
-    );
-    drop(lexical);
+    let marker = dir.join(format!("filled-{n}"));
+    let refill = !marker.exists();
+    if refill {
+        let lexical = memory_nodes(&dir, "lexical").await;
+        let (p50, p99) = store_latency(&lexical[0], 500).await;
+        println!(
+            "| memory.store on A, 3 nodes, 3 replicas, lexical embedder, 500 calls | p50 {:.2} ms, p99 {:.2} ms |",
+            ms(p50),
+            ms(p99)
+        );
+    }
     if !minilm {
         println!("skipped: MiniLM figures (set AGORA_MINILM_DIR to the installed model)");
         return;
     }
-    let nodes = memory_nodes(dir.path(), "minilm").await;
+    let nodes = memory_nodes(&dir, "minilm").await;
     let (p50, p99) = store_latency(&nodes[0], 500).await;
     println!(
         "| memory.store on A, 3 nodes, 3 replicas, all-MiniLM-L6-v2, 500 calls | p50 {:.2} ms, p99 {:.2} ms |",
         ms(p50),
         ms(p99)
     );
-    // Fill: batches of 64 stores, spread over the three nodes.
-    let started = Instant::now();
-    let mut conns = Vec::new();
-    for node in &nodes {
-        conns.push(support::rpc_connect(&node.rpc).await);
-    }
-    // A store refused under the fill's load (−32007: a replica did not answer within 3 s; −32003)
-    // is stored again in a later batch, as a client would; the refusals are counted.
-    let mut i = 500;
-    let mut retry: Vec<usize> = Vec::new();
-    let mut refused = 0usize;
-    let mut round = 0usize;
-    while i < n || !retry.is_empty() {
-        let mut ids: Vec<usize> = std::mem::take(&mut retry);
-        let fresh = (i..(i + 64).min(n)).take(64usize.saturating_sub(ids.len()));
-        let fresh: Vec<usize> = fresh.collect();
-        i += fresh.len();
-        ids.extend(fresh);
-        let batch: Vec<serde_json::Value> = ids
-            .iter()
-            .map(|&j| json!({"jsonrpc": "2.0", "id": j, "method": "memory.store", "params": {"content": sentence(j)}}))
-            .collect();
-        let ws = &mut conns[round % 3];
-        round += 1;
-        for item in send_batch(ws, &batch).await {
-            if item["result"]["id"].is_string() {
-                continue;
-            }
-            let code = item["error"]["code"].as_i64();
-            assert!(matches!(code, Some(-32007 | -32003)), "{item}");
-            refused += 1;
-            retry.push(usize::try_from(item["id"].as_u64().unwrap()).unwrap());
+    if refill {
+        fill(&nodes, n).await;
+        if kept.is_some() {
+            std::fs::write(&marker, b"").unwrap();
         }
+    } else {
+        println!("| reused the filled nodes of {} | {n} memories |", marker.display());
     }
-    println!("| stores refused during the fill and stored again | {refused} |");
-    println!(
-        "| filling {n} memories (MiniLM, batches of 64 over 3 nodes) | {:.0} s, {:.0} stores/s |",
-        started.elapsed().as_secs_f64(),
-        n as f64 / started.elapsed().as_secs_f64()
-    );
+    let searches: u64 = std::env::var("MEMORY_BENCH_SEARCHES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(1000);
     let mut search = support::rpc_connect(&nodes[1].rpc).await;
     let mut times = Vec::new();
     let mut reported = Vec::new();
-    for q in 0..300 {
+    for q in 0..searches {
         let t = Instant::now();
         let r = support::rpc_call(
             &mut search,
@@ -609,7 +591,7 @@ async fn memory_bench() {
             json!({"query": sentence(q as usize * 7 + 3), "limit": 10}),
         )
         .await;
-        times.push(t.elapsed());
+        times.push((t.elapsed(), q));
         reported.push(r["result"]["searchTime"].as_u64().unwrap_or(0));
         assert!(
             r["result"]["memories"]
@@ -618,14 +600,34 @@ async fn memory_bench() {
             "{r}"
         );
     }
+    let mut slowest = times.clone();
+    slowest.sort_by(|a, b| b.0.cmp(&a.0));
+    let slowest: Vec<String> = slowest
+        .iter()
+        .take(5)
+        .map(|(d, q)| {
+            format!(
+                "#{q} at {:.1} s: {:.1} ms (searchTime {} ms)",
+                times[..usize::try_from(*q).unwrap()]
+                    .iter()
+                    .map(|(d, _)| d.as_secs_f64())
+                    .sum::<f64>(),
+                ms(*d),
+                reported[usize::try_from(*q).unwrap()]
+            )
+        })
+        .collect();
+    let mut times: Vec<Duration> = times.into_iter().map(|(d, _)| d).collect();
     times.sort();
     reported.sort_unstable();
     println!(
-        "| memory.search on B, {n} memories over 3 nodes, MiniLM query embedding included, 300 calls | p50 {:.2} ms, p99 {:.2} ms (searchTime p50 {} ms) |",
+        "| memory.search on B, {n} memories over 3 nodes, MiniLM query embedding included, {searches} calls | p50 {:.2} ms, p99 {:.2} ms, p99.9 {:.2} ms (searchTime p50 {} ms) |",
         ms(percentile(&times, 0.5)),
         ms(percentile(&times, 0.99)),
+        ms(percentile(&times, 0.999)),
         reported[reported.len() / 2]
     );
+    println!("slowest searches: {}", slowest.join("; "));
     // state.* stays fast while the memory workers embed: a session call on A during a stream of
     // stores on A.
     let mut state = support::rpc_connect(&nodes[0].rpc).await;
@@ -683,6 +685,51 @@ async fn memory_bench() {
         ms(percentile(&busy, 0.5)),
         ms(percentile(&idle, 0.99)),
         ms(percentile(&busy, 0.99))
+    );
+}
+
+/// Fills the three nodes to `n` memories (500 are already there): batches of 64 stores spread
+/// over the three nodes.
+async fn fill(nodes: &[Node], n: usize) {
+    // Fill: batches of 64 stores, spread over the three nodes.
+    let started = Instant::now();
+    let mut conns = Vec::new();
+    for node in nodes {
+        conns.push(support::rpc_connect(&node.rpc).await);
+    }
+    // A store refused under the fill's load (−32007: a replica did not answer within 3 s; −32003)
+    // is stored again in a later batch, as a client would; the refusals are counted.
+    let mut i = 500;
+    let mut retry: Vec<usize> = Vec::new();
+    let mut refused = 0usize;
+    let mut round = 0usize;
+    while i < n || !retry.is_empty() {
+        let mut ids: Vec<usize> = std::mem::take(&mut retry);
+        let fresh = (i..(i + 64).min(n)).take(64usize.saturating_sub(ids.len()));
+        let fresh: Vec<usize> = fresh.collect();
+        i += fresh.len();
+        ids.extend(fresh);
+        let batch: Vec<serde_json::Value> = ids
+            .iter()
+            .map(|&j| json!({"jsonrpc": "2.0", "id": j, "method": "memory.store", "params": {"content": sentence(j)}}))
+            .collect();
+        let ws = &mut conns[round % 3];
+        round += 1;
+        for item in send_batch(ws, &batch).await {
+            if item["result"]["id"].is_string() {
+                continue;
+            }
+            let code = item["error"]["code"].as_i64();
+            assert!(matches!(code, Some(-32007 | -32003)), "{item}");
+            refused += 1;
+            retry.push(usize::try_from(item["id"].as_u64().unwrap()).unwrap());
+        }
+    }
+    println!("| stores refused during the fill and stored again | {refused} |");
+    println!(
+        "| filling {n} memories (MiniLM, batches of 64 over 3 nodes) | {:.0} s, {:.0} stores/s |",
+        started.elapsed().as_secs_f64(),
+        n as f64 / started.elapsed().as_secs_f64()
     );
 }
 

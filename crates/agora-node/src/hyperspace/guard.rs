@@ -36,6 +36,9 @@ pub struct LongCallSettings {
     /// Stack of a worker thread. Default 8 MiB: `jsonschema` recurses about 1 KiB per nested
     /// subschema and the limits allow 512.
     pub stack_bytes: usize,
+    /// Background work (anti-entropy scans): the workers lower their scheduling priority
+    /// ([`lower_priority`]) so that calls on other threads come first. Default false.
+    pub background: bool,
 }
 
 impl Default for LongCallSettings {
@@ -44,6 +47,7 @@ impl Default for LongCallSettings {
             workers: 2,
             budget: Duration::from_secs(2),
             stack_bytes: 8 << 20,
+            background: false,
         }
     }
 }
@@ -118,10 +122,16 @@ impl LongCalls {
             Err(_) => return Err(self.out_of_time(method, "busy")),
         };
         let (tx, rx) = oneshot::channel();
+        let background = self.settings.background;
         let worker = std::thread::Builder::new()
             .name(format!("agora-{}", self.what))
             .stack_size(self.settings.stack_bytes)
-            .spawn(move || work(job, tx, permit));
+            .spawn(move || {
+                if background {
+                    lower_priority();
+                }
+                work(job, tx, permit);
+            });
         if let Err(error) = worker {
             tracing::warn!(%error, what = self.what, "cannot start a worker");
             return Err(RpcError::internal_error()
@@ -197,6 +207,24 @@ pub(super) fn spawn_call<F, Fut>(
         let _ = reply.send(outcome);
         drop(permit);
     });
+}
+
+/// Lowers the calling thread's scheduling priority to about nice 10 (on Linux a thread's own
+/// nice value; a tenth of the CPU share of a thread at nice 0 when both want the same core),
+/// for background work that must not delay calls: it still runs whenever a core is free, and
+/// is not starved under load. Best effort: a failure is logged once per thread and ignored.
+pub(crate) fn lower_priority() {
+    // thread-priority maps 0..=99 onto nice 19..=-20; 23 is nice 10.
+    let outcome = match thread_priority::ThreadPriorityValue::try_from(23u8) {
+        Ok(p) => thread_priority::set_current_thread_priority(
+            thread_priority::ThreadPriority::Crossplatform(p),
+        )
+        .map_err(|e| format!("{e:?}")),
+        Err(e) => Err(e),
+    };
+    if let Err(error) = outcome {
+        tracing::debug!(error, "cannot lower a background thread's priority");
+    }
 }
 
 /// The worker thread: runs the job, answers, and only then gives its place back.

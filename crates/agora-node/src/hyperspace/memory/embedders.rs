@@ -19,7 +19,7 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use agora_embed::{Embedder, Lexical, MiniLm, OpenAi, OpenAiConfig};
+use agora_embed::{Threads, Embedder, Lexical, MiniLm, OpenAi, OpenAiConfig};
 
 /// Deadline of one call to an `openai` endpoint: under the worker budget (5 s), so a hung
 /// endpoint frees its worker before the call is answered with a timeout.
@@ -109,13 +109,18 @@ impl Embedders {
         let minilm: Option<Arc<dyn Embedder>> = match choice {
             EmbedderChoice::Lexical | EmbedderChoice::OpenAi { .. } => None,
             EmbedderChoice::Auto if !installed => None,
+            // Every embedding runs on a worker of a bounded pool (memory, learning, improving):
+            // each computes on that one thread rather than on rayon's global pool, which would
+            // let one embedding spread over the cores that other calls are using.
             EmbedderChoice::Auto | EmbedderChoice::MiniLm => Some(Arc::new(
-                MiniLm::load(model_dir).map_err(|e| {
-                    format!(
-                        "memory embedder minilm ({}): {e}; install it with `agora memory install-model`",
-                        model_dir.display()
-                    )
-                })?,
+                MiniLm::load(model_dir)
+                    .map_err(|e| {
+                        format!(
+                            "memory embedder minilm ({}): {e}; install it with `agora memory install-model`",
+                            model_dir.display()
+                        )
+                    })?
+                    .with_threads(Threads::One),
             )),
         };
         let openai: Option<Arc<dyn Embedder>> = match choice {

@@ -16,11 +16,13 @@
 //! | [`vault`] | encryption at rest (XChaCha20-Poly1305, key file `memory.key`) |
 //! | [`embedders`] | the embedders (all-MiniLM-L6-v2 when installed, the lexical fallback) |
 //!
-//! Work that costs CPU (embedding, vector search, the owner walk of an anti-entropy round) runs
+//! Work that costs CPU runs on threads, never on an async task: embeddings and vector searches
 //! on the memory worker pool ([`MemorySettings::workers`] threads, each call within
-//! [`MemorySettings::budget`]); the task and the per-call tasks only wait for it, so `state.*` and
-//! `guard.*` calls, which the Hyperspace service answers on its own task, are never behind an
-//! embedding.
+//! [`MemorySettings::budget`]), so that `state.*` and `guard.*` calls, which the Hyperspace
+//! service answers on its own task, are never behind an embedding; the anti-entropy scan (one
+//! owner lookup per held memory and the digests, about 0.1 s at 100,000) on one background
+//! worker of its own at a lowered priority, so that it never takes a worker from a call nor
+//! the CPU from one that is running.
 //!
 //! Writes: the node that takes `memory.store` embeds once, builds the record (its id
 //! `mem-<24 hex>`, version `(now, this node)`) and sends it to the key's owners; it answers when
@@ -97,6 +99,11 @@ const PEER_IN_FLIGHT: usize = 128;
 const PEER_RATE_KEYS: usize = 4_096;
 /// Members asked for a memory none of its owners (in this node's view) holds.
 const FALLBACK_ASKS: usize = 8;
+/// A search that takes this long is logged with the time of each of its stages.
+const SLOW_SEARCH: Duration = Duration::from_millis(50);
+/// How long an anti-entropy scan may wait for the background worker and run (a scan of
+/// 100,000 memories takes about a tenth of a second on an idle core).
+const SCAN_BUDGET: Duration = Duration::from_secs(30);
 /// Versions per page of an anti-entropy exchange.
 const VERSIONS_PAGE: u32 = 2_000;
 /// Entries pushed or pulled concurrently in an anti-entropy exchange.
@@ -223,15 +230,20 @@ struct Shared {
     counters: Mutex<BTreeMap<&'static str, u64>>,
     /// The view changed (a heartbeat, a failure) and no round has run since.
     ring_dirty: AtomicBool,
-    /// Anti-entropy's version lists, by peer ([`STRAYS`] for the hand-off's): the shard's
-    /// generation and the ring's members they were made from, and the list. A round with no
-    /// write and no change of view since the last one scans nothing. At most one entry per
-    /// member of the view (cleared past [`MAX_CACHED_LISTS`]).
-    versions_cache: Mutex<HashMap<String, CachedVersions>>,
+    /// Anti-entropy's version lists, made together in one scan of the shard on the background
+    /// pool, with the shard's generation and the ring's members they were made from: a round
+    /// with no write and no change of view since the last one scans nothing.
+    versions_cache: Mutex<Option<CachedVersions>>,
+    /// Held while the lists are made, so that a round and the requests of peers that arrive
+    /// meanwhile wait for one scan instead of starting their own.
+    versions_scan: tokio::sync::Mutex<()>,
+    /// One low-priority worker for background scans ([`LongCallSettings::background`]): they
+    /// never hold a worker of [`Shared::pool`], which embeds and searches for calls.
+    sync_pool: LongCalls,
 }
 
-/// One cached version list: (shard generation, ring members, the list and its digest).
-type CachedVersions = (u64, Vec<String>, Arc<Versions>);
+/// The cached version lists: (shard generation, ring members, the lists).
+type CachedVersions = (u64, Vec<String>, Arc<VersionLists>);
 
 /// Held entries' (id, version), sorted by id, and their anti-entropy digest.
 #[derive(Debug, Default)]
@@ -239,10 +251,25 @@ struct Versions {
     list: Vec<(String, Version)>,
     digest: [u8; 32],
 }
-/// The key of the hand-off's list in [`Shared::versions_cache`] (not a PeerId).
-const STRAYS: &str = "";
-/// Most cached version lists.
-const MAX_CACHED_LISTS: usize = 64;
+
+impl Versions {
+    fn new(list: Vec<(String, Version)>) -> Self {
+        // Hashing 100,000 versions takes tens of milliseconds: on the background pool, once
+        // per change, never on an async task.
+        let digest = digest(list.iter().map(|(id, v)| (id.as_str(), v)));
+        Self { list, digest }
+    }
+}
+
+/// What anti-entropy compares and hands off, from one scan of the shard.
+#[derive(Debug, Default)]
+struct VersionLists {
+    /// For every other member of the view: the held entries whose owners include both it and
+    /// this node.
+    pairs: HashMap<String, Arc<Versions>>,
+    /// Held entries whose owners do not include this node (for the hand-off).
+    strays: Arc<Versions>,
+}
 
 impl std::fmt::Debug for Shared {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -296,6 +323,15 @@ pub fn prepare(
             ..LongCallSettings::default()
         },
     );
+    let sync_pool = LongCalls::named(
+        "memory-sync",
+        LongCallSettings {
+            workers: 1,
+            budget: SCAN_BUDGET,
+            background: true,
+            ..LongCallSettings::default()
+        },
+    );
     Ok(Prepared {
         shared: Arc::new(Shared {
             me: peer_id.to_owned(),
@@ -311,7 +347,9 @@ pub fn prepare(
             settings,
             counters: Mutex::new(BTreeMap::new()),
             ring_dirty: AtomicBool::new(false),
-            versions_cache: Mutex::new(HashMap::new()),
+            versions_cache: Mutex::new(None),
+            versions_scan: tokio::sync::Mutex::new(()),
+            sync_pool,
         }),
     })
 }
@@ -857,6 +895,7 @@ impl Shared {
         let started = Instant::now();
         let session_id = scope(principal, params.session_id.as_deref())?;
         let (embedder, vector) = self.embed("memory.search", params.query.clone()).await?;
+        let embedded = started.elapsed();
         let request = MemoryRequest::Search {
             query: params.query.clone(),
             vector,
@@ -892,6 +931,17 @@ impl Shared {
         skipped.sort();
         skipped.dedup();
         let hits = merge_hits(partials, params.limit, params.threshold);
+        let took = started.elapsed();
+        if took >= SLOW_SEARCH {
+            tracing::info!(
+                ms = took.as_millis(),
+                embed_ms = embedded.as_millis(),
+                gather_ms = (took - embedded).as_millis(),
+                asked = cover.len(),
+                answered,
+                "memory.search was slow"
+            );
+        }
         let memories: Vec<Value> = hits.iter().map(hit_json).collect();
         let mut out = json!({
             "memories": memories,
@@ -1151,7 +1201,7 @@ impl Shared {
                 ..
             } => {
                 let mine = self.pair_versions(&from).await;
-                if mine.digest == theirs {
+                if mine.is_some_and(|m| m.digest == theirs) {
                     MemoryResponse::DigestMatch
                 } else {
                     MemoryResponse::DigestMismatch
@@ -1162,7 +1212,12 @@ impl Shared {
                 after,
                 limit,
             } => {
-                let versions = self.pair_versions(&from).await;
+                let Some(versions) = self.pair_versions(&from).await else {
+                    return MemoryResponse::Error {
+                        code: RpcCode::RATE_LIMITED.0,
+                        message: "Rate Limited: this node's version scan is busy".into(),
+                    };
+                };
                 let mine = &versions.list;
                 let limit = usize::try_from(limit.min(VERSIONS_PAGE)).unwrap_or(1);
                 let start = after.as_ref().map_or(0, |a| {
@@ -1187,24 +1242,17 @@ impl Shared {
     }
 
     /// The (id, version) of held entries whose owners, in this node's view, include both this
-    /// node and `peer`, sorted by id (the set an anti-entropy exchange with `peer` compares).
-    async fn pair_versions(self: &Arc<Self>, peer: &str) -> Arc<Versions> {
-        let me = self.me.clone();
-        let peer_id = peer.to_owned();
-        self.cached_versions(peer, move |owners| {
-            owners.contains(&me.as_str()) && owners.contains(&peer_id.as_str())
-        })
-        .await
+    /// node and `peer`, sorted by id (the set an anti-entropy exchange with `peer` compares);
+    /// `None` when the scan did not finish within its budget.
+    async fn pair_versions(self: &Arc<Self>, peer: &str) -> Option<Arc<Versions>> {
+        let lists = self.version_lists().await?;
+        Some(lists.pairs.get(peer).cloned().unwrap_or_default())
     }
 
-    /// The held entries whose owners (`keep` of the owners in this node's view) select, sorted by
-    /// id, scanned on the worker pool only when the shard or the view changed since the list
-    /// cached under `key` was made.
-    async fn cached_versions(
-        self: &Arc<Self>,
-        key: &str,
-        keep: impl Fn(&[&str]) -> bool + Send + 'static,
-    ) -> Arc<Versions> {
+    /// Anti-entropy's lists for the current shard and view: cached, or made in one scan on the
+    /// background pool (one owner lookup per held entry for every list at once).
+    async fn version_lists(self: &Arc<Self>) -> Option<Arc<VersionLists>> {
+        let _scan = self.versions_scan.lock().await;
         let generation = self.shard.generation();
         let (ring, members) = {
             let m = self.lock_members();
@@ -1212,32 +1260,54 @@ impl Shared {
             let members: Vec<String> = ring.members().map(str::to_owned).collect();
             (ring, members)
         };
-        if let Some((g, m, list)) = lock_cache(&self.versions_cache).get(key)
+        if let Some((g, m, lists)) = lock_cache(&self.versions_cache).as_ref()
             && *g == generation
             && *m == members
         {
-            return Arc::clone(list);
+            return Some(Arc::clone(lists));
         }
         let s = Arc::clone(self);
-        let deadline = Instant::now() + self.settings.budget;
-        let list = self
-            .pool
+        let me = self.me.clone();
+        let others: Vec<String> = members.iter().filter(|m| **m != me).cloned().collect();
+        let deadline = Instant::now() + SCAN_BUDGET;
+        let made = self
+            .sync_pool
             .run("memory.sync", deadline, move || {
-                let list = s.shard.versions(|id| keep(&ring.owners(id)));
-                // Hashing 100,000 versions takes tens of milliseconds: here, once per change,
-                // never on an async task.
-                let digest = digest(list.iter().map(|(id, v)| (id.as_str(), v)));
-                Ok(Versions { list, digest })
+                let mut pairs: HashMap<String, Vec<(String, Version)>> =
+                    others.into_iter().map(|m| (m, Vec::new())).collect();
+                let mut strays = Vec::new();
+                for (id, version) in s.shard.versions(|_| true) {
+                    let owners = ring.owners(&id);
+                    if !owners.contains(&me.as_str()) {
+                        strays.push((id, version));
+                        continue;
+                    }
+                    for owner in owners {
+                        if let Some(list) = pairs.get_mut(owner) {
+                            list.push((id.clone(), version.clone()));
+                        }
+                    }
+                }
+                Ok(VersionLists {
+                    pairs: pairs
+                        .into_iter()
+                        .map(|(m, list)| (m, Arc::new(Versions::new(list))))
+                        .collect(),
+                    strays: Arc::new(Versions::new(strays)),
+                })
             })
-            .await
-            .map(Arc::new)
-            .unwrap_or_default();
-        let mut cache = lock_cache(&self.versions_cache);
-        if cache.len() >= MAX_CACHED_LISTS {
-            cache.clear();
+            .await;
+        match made {
+            Ok(lists) => {
+                let lists = Arc::new(lists);
+                *lock_cache(&self.versions_cache) = Some((generation, members, Arc::clone(&lists)));
+                Some(lists)
+            }
+            Err(e) => {
+                tracing::warn!(error = %e.message, "memory: the anti-entropy scan did not finish; this round is skipped");
+                None
+            }
         }
-        cache.insert(key.to_owned(), (generation, members, Arc::clone(&list)));
-        list
     }
 
     /// One anti-entropy round: with every other member, compare digests of the entries both
@@ -1246,7 +1316,9 @@ impl Shared {
     async fn anti_entropy(self: &Arc<Self>) {
         let others = self.lock_members().others();
         for peer in others {
-            let mine = self.pair_versions(&peer).await;
+            let Some(mine) = self.pair_versions(&peer).await else {
+                return;
+            };
             let ask = MemoryRequest::Digest {
                 peer: self.me.clone(),
                 digest: mine.digest,
@@ -1329,11 +1401,10 @@ impl Shared {
         if !self.settings.serve {
             return;
         }
-        let me = self.me.clone();
-        let strays = self
-            .cached_versions(STRAYS, move |owners| !owners.contains(&me.as_str()))
-            .await;
-        for (id, _) in &strays.list {
+        let Some(lists) = self.version_lists().await else {
+            return;
+        };
+        for (id, _) in &lists.strays.list {
             if let Some(entry) = self.shard.get_full(id) {
                 let owners = self.owners(id);
                 self.replicate(&entry, &owners).await;

@@ -300,6 +300,7 @@ impl Shard {
             let started = std::thread::Builder::new()
                 .name("agora-vindex-rebuild".into())
                 .spawn(move || {
+                    super::super::guard::lower_priority();
                     let n = job.len();
                     let t = std::time::Instant::now();
                     let built = job.run();
