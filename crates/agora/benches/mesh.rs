@@ -573,7 +573,10 @@ async fn memory_bench() {
             std::fs::write(&marker, b"").unwrap();
         }
     } else {
-        println!("| reused the filled nodes of {} | {n} memories |", marker.display());
+        println!(
+            "| reused the filled nodes of {} | {n} memories |",
+            marker.display()
+        );
     }
     let searches: u64 = std::env::var("MEMORY_BENCH_SEARCHES")
         .ok()

@@ -19,7 +19,7 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use agora_embed::{Threads, Embedder, Lexical, MiniLm, OpenAi, OpenAiConfig};
+use agora_embed::{Embedder, Lexical, MiniLm, OpenAi, OpenAiConfig, Threads};
 
 /// Deadline of one call to an `openai` endpoint: under the worker budget (5 s), so a hung
 /// endpoint frees its worker before the call is answered with a timeout.

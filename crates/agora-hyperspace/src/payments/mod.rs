@@ -1,0 +1,163 @@
+//! The Micropayments primitive (`micropayments.*`), sans IO.
+//!
+//! Spec (`hyperspace-gossiping-agents-protocol.txt`): §6 "Micropayments Primitive" (PayChallenge,
+//! PayCredential, PayChannel; the five methods; the HTTP 402 flow of §6.3; the streaming channel
+//! of §6.4), §2.1 topic `hyperspace/settlements/{round}`, §8 −32002 "Budget Exceeded". Where the
+//! spec is silent the shapes are x402's (Coinbase's HTTP 402 protocol: `PaymentRequirements`,
+//! `PaymentPayload`, the "exact" EVM scheme over EIP-3009 `TransferWithAuthorization`) so that
+//! x402 clients and wallets can pay a node; every choice is in `docs/hyperspace-wire.md`
+//! "Micropayments".
+//!
+//! | module | owns |
+//! |---|---|
+//! | this one | [`Amount`]s: integers in an asset's atomic units, never floats |
+//! | [`eip712`] | EIP-712 typed data (domains, `TransferWithAuthorization`, channel vouchers), digests, secp256k1 signing and recovery |
+//! | [`assets`] | the assets a node accepts: USDC per chain with its EIP-712 domain, and points |
+//! | [`challenge`] | `PayChallenge` (an x402 v2 `PaymentRequired` with HAP fields) |
+//! | [`credential`] | `PayCredential` (x402 v1/v2 `PaymentPayload`; the points scheme signed with Ed25519), its checks and refusal reasons, receipts |
+//! | [`channel`] | payment channels: cumulative vouchers with strictly increasing nonces, budget, close |
+//! | [`params`] | parameters of the five methods |
+//! | [`settlement`] | settlement rounds and the records gossiped on `hyperspace/settlements/{round}` |
+//!
+//! No clock and no randomness are read here: `now` (milliseconds or seconds, as named) and
+//! random bytes are arguments.
+
+pub mod assets;
+pub mod challenge;
+pub mod channel;
+pub mod credential;
+pub mod eip712;
+pub mod params;
+pub mod settlement;
+
+use serde_json::Value;
+
+/// An amount in an asset's atomic units (USDC: 6 decimals, so 0.003 USDC is 3000; points: 1).
+/// On the wire an integer, or a string of decimal digits (x402 writes amounts as strings);
+/// never a number with a fraction.
+pub type Amount = u128;
+
+/// The largest amount accepted on the wire: 2^96 − 1 atomic units (far beyond any supply of
+/// USDC, and small enough that sums of a channel's payments cannot overflow).
+pub const MAX_AMOUNT: Amount = (1 << 96) - 1;
+
+/// Why an amount on the wire is not one.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum AmountError {
+    /// A JSON number with a fraction or an exponent, or a negative one.
+    #[error(
+        "{0} must be an integer in the asset's atomic units (USDC has 6 decimals: 0.003 USDC is 3000), not {1}"
+    )]
+    NotAtomic(&'static str, String),
+    /// Neither a number nor a string of digits.
+    #[error("{0} must be an integer or a string of decimal digits")]
+    Type(&'static str),
+    /// Beyond [`MAX_AMOUNT`].
+    #[error("{0} is larger than {MAX_AMOUNT}")]
+    TooLarge(&'static str),
+}
+
+/// Reads the amount `field` from `v`: a non-negative JSON integer or a string of 1–30 decimal
+/// digits (no sign, no fraction), at most [`MAX_AMOUNT`].
+pub fn parse_amount(field: &'static str, v: &Value) -> Result<Amount, AmountError> {
+    let digits: String = match v {
+        Value::Number(n) => {
+            if let Some(u) = n.as_u64() {
+                return Ok(Amount::from(u));
+            }
+            return Err(AmountError::NotAtomic(field, n.to_string()));
+        }
+        Value::String(s) => s.clone(),
+        _ => return Err(AmountError::Type(field)),
+    };
+    if digits.is_empty() || digits.len() > 30 || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return Err(AmountError::NotAtomic(field, format!("{digits:?}")));
+    }
+    let n: Amount = digits.parse().map_err(|_| AmountError::TooLarge(field))?;
+    if n > MAX_AMOUNT {
+        return Err(AmountError::TooLarge(field));
+    }
+    Ok(n)
+}
+
+/// An amount as JSON: a number when it fits JavaScript's safe integers (2^53 − 1), else a
+/// string of digits.
+pub fn amount_json(a: Amount) -> Value {
+    const SAFE: Amount = (1 << 53) - 1;
+    if a <= SAFE {
+        Value::from(u64::try_from(a).unwrap_or(u64::MAX))
+    } else {
+        Value::String(a.to_string())
+    }
+}
+
+/// Lower-case hex with `0x`.
+pub fn hex0x(bytes: &[u8]) -> String {
+    let mut s = String::with_capacity(2 + bytes.len() * 2);
+    s.push_str("0x");
+    for b in bytes {
+        s.push_str(&format!("{b:02x}"));
+    }
+    s
+}
+
+/// Decodes hex with an optional `0x` of exactly `N` bytes.
+pub fn unhex<const N: usize>(s: &str) -> Option<[u8; N]> {
+    let h = s
+        .strip_prefix("0x")
+        .or_else(|| s.strip_prefix("0X"))
+        .unwrap_or(s);
+    if h.len() != N * 2 {
+        return None;
+    }
+    let mut out = [0u8; N];
+    for (i, o) in out.iter_mut().enumerate() {
+        *o = u8::from_str_radix(h.get(2 * i..2 * i + 2)?, 16).ok()?;
+    }
+    Some(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn amounts_are_integers_or_digit_strings() {
+        assert_eq!(parse_amount("a", &json!(3000)), Ok(3000));
+        assert_eq!(parse_amount("a", &json!("5000000")), Ok(5_000_000));
+        assert!(matches!(
+            parse_amount("a", &json!(0.003)),
+            Err(AmountError::NotAtomic(..))
+        ));
+        assert!(matches!(
+            parse_amount("a", &json!(-1)),
+            Err(AmountError::NotAtomic(..))
+        ));
+        assert!(parse_amount("a", &json!("1e3")).is_err());
+        assert!(parse_amount("a", &json!("")).is_err());
+        assert!(parse_amount("a", &json!(" 1")).is_err());
+        assert_eq!(
+            parse_amount("a", &json!(MAX_AMOUNT.to_string())),
+            Ok(MAX_AMOUNT)
+        );
+        assert_eq!(
+            parse_amount("a", &json!((MAX_AMOUNT + 1).to_string())),
+            Err(AmountError::TooLarge("a"))
+        );
+        assert_eq!(parse_amount("a", &json!(null)), Err(AmountError::Type("a")));
+        assert_eq!(amount_json(3000), json!(3000));
+        assert_eq!(amount_json(1 << 60), json!((1u128 << 60).to_string()));
+    }
+
+    #[test]
+    fn hex_round_trips() {
+        let b = [0u8, 1, 0xab, 0xff];
+        assert_eq!(hex0x(&b), "0x0001abff");
+        assert_eq!(unhex::<4>("0x0001abff"), Some(b));
+        assert_eq!(unhex::<4>("0001ABFF"), Some(b));
+        assert_eq!(unhex::<4>("0x0001ab"), None);
+        assert_eq!(unhex::<2>("zz00"), None);
+    }
+}

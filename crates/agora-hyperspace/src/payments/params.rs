@@ -1,0 +1,314 @@
+//! Parameters of the five `micropayments.*` methods (spec §6.2), checked before anything runs;
+//! every error names its field (−32602).
+
+use serde_json::Value;
+
+use super::assets::chain_id_of;
+use super::channel::Currency;
+use super::eip712::parse_address;
+use super::{Amount, parse_amount};
+
+/// Longest `memo` of a channel payment, in characters.
+pub const MAX_MEMO: usize = 256;
+/// Longest `resource` of a challenge, in bytes.
+pub const MAX_RESOURCE: usize = 512;
+
+/// An invalid parameter (−32602), naming it.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct ParamError(pub String);
+
+fn object(p: &Value) -> Result<&serde_json::Map<String, Value>, ParamError> {
+    match p {
+        Value::Object(m) => Ok(m),
+        Value::Null => Err(ParamError("params must be an object".into())),
+        _ => Err(ParamError("params must be an object (by name)".into())),
+    }
+}
+
+fn amount(
+    m: &serde_json::Map<String, Value>,
+    field: &'static str,
+) -> Result<Option<Amount>, ParamError> {
+    match m.get(field) {
+        None | Some(Value::Null) => Ok(None),
+        Some(v) => parse_amount(field, v)
+            .map(Some)
+            .map_err(|e| ParamError(e.to_string())),
+    }
+}
+
+fn string<'a>(
+    m: &'a serde_json::Map<String, Value>,
+    field: &str,
+) -> Result<Option<&'a str>, ParamError> {
+    match m.get(field) {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(s)) => Ok(Some(s)),
+        Some(_) => Err(ParamError(format!("{field} must be a string"))),
+    }
+}
+
+fn required<'a>(m: &'a serde_json::Map<String, Value>, field: &str) -> Result<&'a str, ParamError> {
+    string(m, field)?
+        .filter(|s| !s.is_empty())
+        .ok_or_else(|| ParamError(format!("{field} is required")))
+}
+
+/// `micropayments.challenge(pricePoints, priceUsdc, payeeAddress)`, plus `resource`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ChallengeParams {
+    /// Price in points.
+    pub price_points: Option<Amount>,
+    /// Price in USDC atomic units.
+    pub price_usdc: Option<Amount>,
+    /// Where USDC goes; the node's wallet when absent.
+    pub payee_address: Option<alloy_primitives::Address>,
+    /// What is paid for; `micropayments.challenge` when absent.
+    pub resource: Option<String>,
+}
+
+impl ChallengeParams {
+    /// Reads and checks them: at least one positive price; `payeeAddress` an address.
+    pub fn parse(p: &Value) -> Result<Self, ParamError> {
+        let m = object(p)?;
+        let price_points = amount(m, "pricePoints")?;
+        let price_usdc = amount(m, "priceUsdc")?;
+        if price_points.unwrap_or(0) == 0 && price_usdc.unwrap_or(0) == 0 {
+            return Err(ParamError(
+                "pricePoints or priceUsdc (atomic units) must be a positive integer".into(),
+            ));
+        }
+        let payee_address = string(m, "payeeAddress")?
+            .map(|s| {
+                parse_address(s).ok_or_else(|| {
+                    ParamError(format!(
+                        "payeeAddress {s:?} is not a 0x address (EIP-55 checksum when mixed case)"
+                    ))
+                })
+            })
+            .transpose()?;
+        let resource = string(m, "resource")?.map(str::to_owned);
+        if resource.as_ref().is_some_and(|r| r.len() > MAX_RESOURCE) {
+            return Err(ParamError(format!(
+                "resource is longer than {MAX_RESOURCE} bytes"
+            )));
+        }
+        Ok(Self {
+            price_points: price_points.filter(|&p| p > 0),
+            price_usdc: price_usdc.filter(|&p| p > 0),
+            payee_address,
+            resource,
+        })
+    }
+}
+
+/// `micropayments.verify(credential)`: the credential (object or base64) is decoded by
+/// [`super::credential::Credential::decode`], so that a malformed one is a refusal with a reason.
+pub fn verify_credential(p: &Value) -> Result<&Value, ParamError> {
+    object(p)?
+        .get("credential")
+        .filter(|c| !c.is_null())
+        .ok_or_else(|| ParamError("credential is required".into()))
+}
+
+/// `micropayments.channel.open(payee, budget, currency)`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OpenParams {
+    /// The payee node's PeerId.
+    pub payee: String,
+    /// Atomic units, positive.
+    pub budget: Amount,
+    /// `USDC` (on `chainId` or `network`, else the node's first accepted chain) or `points`.
+    pub currency: Currency,
+}
+
+impl OpenParams {
+    /// Reads and checks them; `default_chain` is the chain of a USDC channel that names none.
+    pub fn parse(p: &Value, default_chain: Option<u64>) -> Result<Self, ParamError> {
+        let m = object(p)?;
+        let payee = required(m, "payee")?;
+        if crate::peer_id::public_key_of(payee).is_none() {
+            return Err(ParamError(format!(
+                "payee {payee:?} is not an Ed25519 PeerId"
+            )));
+        }
+        let budget = amount(m, "budget")?.filter(|&b| b > 0).ok_or_else(|| {
+            ParamError("budget must be a positive integer in atomic units".into())
+        })?;
+        let currency = match required(m, "currency")?.to_ascii_lowercase().as_str() {
+            "points" => Currency::Points,
+            "usdc" => {
+                let chain = match (m.get("chainId"), string(m, "network")?) {
+                    (Some(Value::Number(n)), _) => n.as_u64().filter(|&c| c > 0),
+                    (None | Some(Value::Null), Some(net)) => chain_id_of(net),
+                    (None | Some(Value::Null), None) => default_chain,
+                    _ => None,
+                };
+                Currency::Usdc {
+                    chain_id: chain.ok_or_else(|| {
+                        ParamError("chainId or network names no accepted chain".into())
+                    })?,
+                }
+            }
+            other => {
+                return Err(ParamError(format!(
+                    "currency {other:?} is neither \"USDC\" nor \"points\""
+                )));
+            }
+        };
+        Ok(Self {
+            payee: payee.to_owned(),
+            budget,
+            currency,
+        })
+    }
+}
+
+/// `micropayments.channel.pay(channelId, amount, memo)`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PayParams {
+    /// The channel.
+    pub channel_id: String,
+    /// Atomic units, positive.
+    pub amount: Amount,
+    /// Up to [`MAX_MEMO`] characters.
+    pub memo: String,
+}
+
+impl PayParams {
+    /// Reads and checks them.
+    pub fn parse(p: &Value) -> Result<Self, ParamError> {
+        let m = object(p)?;
+        let channel_id = required(m, "channelId")?.to_owned();
+        let amount = amount(m, "amount")?.filter(|&a| a > 0).ok_or_else(|| {
+            ParamError("amount must be a positive integer in atomic units".into())
+        })?;
+        let memo = string(m, "memo")?.unwrap_or_default().to_owned();
+        if memo.chars().count() > MAX_MEMO {
+            return Err(ParamError(format!(
+                "memo is longer than {MAX_MEMO} characters"
+            )));
+        }
+        Ok(Self {
+            channel_id,
+            amount,
+            memo,
+        })
+    }
+}
+
+/// `micropayments.channel.close(channelId)`: the channel id.
+pub fn close_channel_id(p: &Value) -> Result<String, ParamError> {
+    Ok(required(object(p)?, "channelId")?.to_owned())
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn challenge_params() {
+        let c = ChallengeParams::parse(&json!({"pricePoints": 10, "priceUsdc": "3000"})).unwrap();
+        assert_eq!((c.price_points, c.price_usdc), (Some(10), Some(3000)));
+        assert!(
+            ChallengeParams::parse(&json!({}))
+                .unwrap_err()
+                .0
+                .contains("pricePoints")
+        );
+        assert!(
+            ChallengeParams::parse(&json!({"priceUsdc": 0.003}))
+                .unwrap_err()
+                .0
+                .contains("atomic")
+        );
+        assert!(
+            ChallengeParams::parse(&json!({"priceUsdc": 1, "payeeAddress": "0x12"}))
+                .unwrap_err()
+                .0
+                .contains("payeeAddress")
+        );
+    }
+
+    #[test]
+    fn channel_params() {
+        let peer = crate::peer_id_of(&[7; 32]);
+        let o = OpenParams::parse(
+            &json!({"payee": peer, "budget": 5_000_000, "currency": "USDC"}),
+            Some(84532),
+        )
+        .unwrap();
+        assert_eq!(o.currency, Currency::Usdc { chain_id: 84532 });
+        let o = OpenParams::parse(
+            &json!({"payee": peer, "budget": 5, "currency": "points"}),
+            None,
+        )
+        .unwrap();
+        assert_eq!(o.currency, Currency::Points);
+        let o = OpenParams::parse(
+            &json!({"payee": peer, "budget": 5, "currency": "usdc", "network": "eip155:8453"}),
+            None,
+        )
+        .unwrap();
+        assert_eq!(o.currency, Currency::Usdc { chain_id: 8453 });
+        assert!(
+            OpenParams::parse(
+                &json!({"payee": "x", "budget": 5, "currency": "points"}),
+                None
+            )
+            .unwrap_err()
+            .0
+            .contains("payee")
+        );
+        assert!(
+            OpenParams::parse(
+                &json!({"payee": peer, "budget": 5.0, "currency": "points"}),
+                None
+            )
+            .unwrap_err()
+            .0
+            .contains("budget")
+        );
+        assert!(
+            OpenParams::parse(
+                &json!({"payee": peer, "budget": 5, "currency": "eur"}),
+                None
+            )
+            .unwrap_err()
+            .0
+            .contains("currency")
+        );
+        assert!(
+            OpenParams::parse(
+                &json!({"payee": peer, "budget": 5, "currency": "USDC"}),
+                None
+            )
+            .unwrap_err()
+            .0
+            .contains("chain")
+        );
+        let p = PayParams::parse(&json!({"channelId": "0x1", "amount": 3000, "memo": "42 tokens"}))
+            .unwrap();
+        assert_eq!(p.amount, 3000);
+        assert!(
+            PayParams::parse(&json!({"channelId": "0x1", "amount": 0}))
+                .unwrap_err()
+                .0
+                .contains("amount")
+        );
+        assert!(
+            PayParams::parse(&json!({"channelId": "0x1", "amount": 1, "memo": "m".repeat(257)}))
+                .unwrap_err()
+                .0
+                .contains("memo")
+        );
+        assert_eq!(
+            close_channel_id(&json!({"channelId": "0xab"})).unwrap(),
+            "0xab"
+        );
+        assert!(verify_credential(&json!({})).is_err());
+    }
+}
