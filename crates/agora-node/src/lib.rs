@@ -86,6 +86,9 @@ pub enum NodeError {
     /// The Self-Improving service could not start (its store).
     #[error("improving: {0}")]
     Improving(String),
+    /// The Micropayments service could not start (its wallet or store).
+    #[error("payments: {0}")]
+    Payments(String),
     /// The memory service could not start (its key, its store, its embedder).
     #[error("memory: {0}")]
     Memory(String),
@@ -305,6 +308,24 @@ pub async fn run_until(
             .map_err(NodeError::Improving)?
     };
     tokio::spawn(hyperspace::improving::run(improving, imp_rx));
+    let (pay_tx, pay_rx) = mpsc::channel(1024);
+    let payments = {
+        let settings = hyperspace::payments::PaymentSettings::default();
+        let wiring = hyperspace::payments::Wiring {
+            peer_id: mesh.peer_id().to_string(),
+            key: keys::signing_key(&keypair)?,
+            mesh: mesh_tx.clone(),
+        };
+        let (s, data) = (store.clone(), config.data.clone());
+        tokio::task::spawn_blocking(move || {
+            hyperspace::payments::prepare(&data, s, settings, wiring)
+        })
+        .await
+        .map_err(|e| NodeError::Payments(e.to_string()))?
+        .map_err(NodeError::Payments)?
+    };
+    tracing::info!(wallet = payments.wallet_address(), "payments wallet");
+    tokio::spawn(hyperspace::payments::run(payments, pay_rx));
     tokio::spawn(route_mesh_events(
         events_rx,
         agh_events_tx,
@@ -312,6 +333,7 @@ pub async fn run_until(
         Services {
             memory: Some(mem_tx.clone()),
             improving: Some(imp_tx.clone()),
+            payments: Some(pay_tx.clone()),
         },
     ));
     let (closed_tx, mut closed_rx) = mpsc::channel::<u64>(256);
@@ -328,11 +350,12 @@ pub async fn run_until(
         }
     });
     let (calls_tx, mut calls_rx) = mpsc::channel::<rpc::Call>(4096);
-    let (hs_calls, mem_calls, learn_calls, imp_calls) = (
+    let (hs_calls, mem_calls, learn_calls, imp_calls, pay_calls) = (
         hs_tx.clone(),
         mem_tx.clone(),
         learn_tx.clone(),
         imp_tx.clone(),
+        pay_tx.clone(),
     );
     tokio::spawn(async move {
         while let Some(call) = calls_rx.recv().await {
@@ -351,6 +374,11 @@ pub async fn run_until(
             {
                 imp_calls
                     .send(hyperspace::improving::Input::Call(call))
+                    .await
+                    .is_ok()
+            } else if call.request.method.starts_with("micropayments.") {
+                pay_calls
+                    .send(hyperspace::payments::Input::Call(call))
                     .await
                     .is_ok()
             } else {
@@ -437,6 +465,7 @@ pub async fn run_until(
         memory: mem_tx,
         learning: learn_tx,
         improving: imp_tx,
+        payments: pay_tx,
         conn_ids: Arc::new(AtomicU64::new(1)),
         started,
         faces: Arc::new(faces),
@@ -617,6 +646,8 @@ pub struct Services {
     pub memory: Option<mpsc::Sender<hyperspace::memory::Input>>,
     /// The Self-Improving service (trajectory and reputation gossip).
     pub improving: Option<mpsc::Sender<hyperspace::improving::Input>>,
+    /// The Micropayments service (channel requests, settlement gossip).
+    pub payments: Option<mpsc::Sender<hyperspace::payments::Input>>,
 }
 
 /// Hands each mesh event to the service that owns it: Hyperspace gossip, node-to-node
@@ -631,7 +662,12 @@ pub async fn route_mesh_events(
 ) {
     use agora_hyperspace::announce::CAPABILITIES_PREFIX;
     use agora_hyperspace::improving::gossip::{REPUTATION_PREFIX, TRAJECTORIES_PREFIX};
-    let Services { memory, improving } = services;
+    use agora_hyperspace::payments::settlement::SETTLEMENTS_PREFIX;
+    let Services {
+        memory,
+        improving,
+        payments,
+    } = services;
     while let Some(event) = events.recv().await {
         let input = match event {
             mesh::Event::Gossip {
@@ -666,6 +702,32 @@ pub async fn route_mesh_events(
                 if let Some(m) = &memory {
                     // A full queue loses a sync message, which anti-entropy makes up for.
                     let _ = m.try_send(hyperspace::memory::Input::Gossip(data));
+                }
+                continue;
+            }
+            mesh::Event::Gossip { topic, data, .. } if topic.starts_with(SETTLEMENTS_PREFIX) => {
+                if let Some(p) = &payments {
+                    // A full queue loses a copy of a record; the payee keeps its own.
+                    let _ = p.try_send(hyperspace::payments::Input::Settlement(data));
+                }
+                continue;
+            }
+            mesh::Event::Direct {
+                proto: mesh::Proto::Payments,
+                peer,
+                data,
+                channel,
+            } => {
+                if let Some(p) = &payments
+                    && p.send(hyperspace::payments::Input::Peer {
+                        peer,
+                        data,
+                        channel,
+                    })
+                    .await
+                    .is_err()
+                {
+                    break;
                 }
                 continue;
             }

@@ -5,7 +5,8 @@
 //! for verification before they are stored), gossipsub and three request-response protocols:
 //! `/agora/envelope/1.0.0` for directed AGH envelopes, `/agora/hyperspace/1.0.0` for
 //! node-to-node Hyperspace requests (tool invocation, discovery answers) and
-//! `/agora/memory/1.0.0` for the memory primitive's replication, reads and anti-entropy. Bootstrap addresses are
+//! `/agora/memory/1.0.0` for the memory primitive's replication, reads and anti-entropy, and
+//! `/agora/payments/1.0.0` for payment channels between nodes. Bootstrap addresses are
 //! dialled at start and re-dialled with exponential backoff whenever the connection is lost.
 //!
 //! Gossipsub (`docs/node.md` "Gossip topics" and "Gossip limits"):
@@ -55,6 +56,8 @@ pub const ENVELOPE_PROTOCOL: StreamProtocol = StreamProtocol::new("/agora/envelo
 pub const HYPERSPACE_PROTOCOL: StreamProtocol = StreamProtocol::new("/agora/hyperspace/1.0.0");
 /// Protocol name of node-to-node memory requests (replication, reads, searches, anti-entropy).
 pub const MEMORY_PROTOCOL: StreamProtocol = StreamProtocol::new("/agora/memory/1.0.0");
+/// Protocol name of node-to-node payment requests (channel open, vouchers, close).
+pub const PAYMENTS_PROTOCOL: StreamProtocol = StreamProtocol::new("/agora/payments/1.0.0");
 /// Identify protocol version shared by every Agora node.
 pub const IDENTIFY_VERSION: &str = "/agora/1.0.0";
 /// Largest gossip message (the application limit, checked at validation) and directed request:
@@ -78,6 +81,8 @@ const MAX_HS_RESPONSE_BYTES: u64 = MAX_MESSAGE_BYTES as u64;
 pub const MAX_RECORD_BYTES: usize = 256 * 1024;
 /// Largest memory response (search hits, listed entries, pulled entries with their vectors).
 const MAX_MEMORY_RESPONSE_BYTES: u64 = 8 * 1024 * 1024;
+/// Largest payment request or response (a channel, a voucher, a refusal).
+const MAX_PAYMENT_BYTES: u64 = 64 * 1024;
 /// How long an outbound memory request may take (the memory service waits less).
 const MEMORY_REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long an outbound Hyperspace request may take (a tool runs within it).
@@ -110,6 +115,8 @@ pub enum Proto {
     Hyperspace,
     /// `/agora/memory/1.0.0`.
     Memory,
+    /// `/agora/payments/1.0.0`.
+    Payments,
 }
 
 /// Where the peers found by a DHT query go.
@@ -325,6 +332,7 @@ struct Behaviour {
     direct: Gated<request_response::Behaviour<BytesCodec>>,
     hs: Gated<request_response::Behaviour<BytesCodec>>,
     mem: Gated<request_response::Behaviour<BytesCodec>>,
+    pay: Gated<request_response::Behaviour<BytesCodec>>,
 }
 
 /// What an inline validator decided about a gossip message.
@@ -533,6 +541,14 @@ fn build_swarm(
                 [(MEMORY_PROTOCOL, ProtocolSupport::Full)],
                 request_response::Config::default().with_request_timeout(MEMORY_REQUEST_TIMEOUT),
             );
+            let pay = request_response::Behaviour::with_codec(
+                BytesCodec {
+                    max_request: MAX_PAYMENT_BYTES,
+                    max_response: MAX_PAYMENT_BYTES,
+                },
+                [(PAYMENTS_PROTOCOL, ProtocolSupport::Full)],
+                request_response::Config::default().with_request_timeout(MEMORY_REQUEST_TIMEOUT),
+            );
             Ok(Behaviour {
                 identify: Gated::new(identify::Behaviour::new(identify::Config::new(
                     IDENTIFY_VERSION.to_owned(),
@@ -544,6 +560,7 @@ fn build_swarm(
                 direct: Gated::new(direct),
                 hs: Gated::new(hs),
                 mem: Gated::new(mem),
+                pay: Gated::new(pay),
             })
         })
         .map_err(|e| MeshError::Build(e.to_string()))?
@@ -751,6 +768,7 @@ impl Behaviour {
             Proto::Envelope => self.direct.send_request(peer, data),
             Proto::Hyperspace => self.hs.send_request(peer, data),
             Proto::Memory => self.mem.send_request(peer, data),
+            Proto::Payments => self.pay.send_request(peer, data),
         }
     }
 }
@@ -1092,6 +1110,7 @@ fn handle_command(
                 Proto::Envelope => b.direct.send_response(channel, data),
                 Proto::Hyperspace => b.hs.send_response(channel, data),
                 Proto::Memory => b.mem.send_response(channel, data),
+                Proto::Payments => b.pay.send_response(channel, data),
             };
         }
         Command::PutRecord { key, value } => {
@@ -1346,6 +1365,9 @@ fn handle_swarm_event(
         }
         SwarmEvent::Behaviour(BehaviourEvent::Mem(event)) => {
             direct_event(swarm, Proto::Memory, event, queue, pending);
+        }
+        SwarmEvent::Behaviour(BehaviourEvent::Pay(event)) => {
+            direct_event(swarm, Proto::Payments, event, queue, pending);
         }
         SwarmEvent::Behaviour(BehaviourEvent::Kad(kad::Event::RoutingUpdated {
             peer,

@@ -60,6 +60,8 @@ pub struct AppState {
     pub learning: mpsc::Sender<crate::hyperspace::learning::Input>,
     /// The Self-Improving service.
     pub improving: mpsc::Sender<crate::hyperspace::improving::Input>,
+    /// The Micropayments service.
+    pub payments: mpsc::Sender<crate::hyperspace::payments::Input>,
     /// Connection id source.
     pub conn_ids: Arc<AtomicU64>,
     /// Node start time.
@@ -89,6 +91,7 @@ pub fn http_face(state: AppState) -> Router {
         .route("/healthz", get(|| async { Json(json!({"status": "ok"})) }))
         .route("/status", get(status))
         .route("/hyperspace/cards", get(hyperspace_cards))
+        .route("/hyperspace/settlements", get(hyperspace_settlements))
         .route("/agh/v0/peers", get(peers))
         .route("/agh/v0/envelopes", post(post_envelopes))
         .route(
@@ -239,39 +242,11 @@ async fn status(State(state): State<AppState>) -> Response {
     let (Ok(mesh), Ok(agh)) = (rx.await, srx.await) else {
         return unavailable();
     };
-    let (mtx, mrx) = oneshot::channel();
-    let memory = if state
-        .memory
-        .send(crate::hyperspace::memory::Input::Status(mtx))
-        .await
-        .is_ok()
-    {
-        mrx.await.unwrap_or(serde_json::Value::Null)
-    } else {
-        serde_json::Value::Null
-    };
-    let (ltx, lrx) = oneshot::channel();
-    let learning = if state
-        .learning
-        .send(crate::hyperspace::learning::Input::Status(ltx))
-        .await
-        .is_ok()
-    {
-        lrx.await.unwrap_or(serde_json::Value::Null)
-    } else {
-        serde_json::Value::Null
-    };
-    let (itx, irx) = oneshot::channel();
-    let improving = if state
-        .improving
-        .send(crate::hyperspace::improving::Input::Status(itx))
-        .await
-        .is_ok()
-    {
-        irx.await.unwrap_or(serde_json::Value::Null)
-    } else {
-        serde_json::Value::Null
-    };
+    use crate::hyperspace::{improving, learning, memory, payments};
+    let memory = ask(&state.memory, memory::Input::Status).await;
+    let learning = ask(&state.learning, learning::Input::Status).await;
+    let improving = ask(&state.improving, improving::Input::Status).await;
+    let payments = ask(&state.payments, payments::Input::Status).await;
     Json(json!({
         "peer_id": mesh.peer_id,
         "uptime_secs": state.started.elapsed().as_secs(),
@@ -303,8 +278,36 @@ async fn status(State(state): State<AppState>) -> Response {
         "memory": memory,
         "learning": learning,
         "improving": improving,
+        "payments": payments,
     }))
     .into_response()
+}
+
+/// Asks a service for a JSON report (`make` wraps the reply channel in its input); `null` when
+/// the service is gone.
+async fn ask<I>(
+    service: &mpsc::Sender<I>,
+    make: impl FnOnce(oneshot::Sender<serde_json::Value>) -> I,
+) -> serde_json::Value {
+    let (tx, rx) = oneshot::channel();
+    if service.send(make(tx)).await.is_err() {
+        return serde_json::Value::Null;
+    }
+    rx.await.unwrap_or(serde_json::Value::Null)
+}
+
+/// `GET /hyperspace/settlements`: the settlement log (newest first), from this node's payments
+/// and the settlement gossip it verified.
+async fn hyperspace_settlements(State(state): State<AppState>) -> Response {
+    match ask(
+        &state.payments,
+        crate::hyperspace::payments::Input::Settlements,
+    )
+    .await
+    {
+        serde_json::Value::Null => unavailable(),
+        log => Json(log).into_response(),
+    }
 }
 
 /// `GET /hyperspace/cards`: the capability cards this node knows and the card records it holds

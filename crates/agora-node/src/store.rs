@@ -16,7 +16,7 @@ use tokio::sync::{mpsc, oneshot};
 /// File name of the database inside the data directory.
 pub const DB_FILE: &str = "agora.redb";
 /// Current schema version.
-pub const SCHEMA_VERSION: u64 = 8;
+pub const SCHEMA_VERSION: u64 = 9;
 
 const META: TableDefinition<'_, &str, u64> = TableDefinition::new("meta");
 /// Local capability catalogs: Peer ID → catalog JSON (`{"capabilities":[…]}`).
@@ -47,6 +47,19 @@ const HS_BULLETS: TableDefinition<'_, &str, &str> = TableDefinition::new("hs_bul
 const HS_TRAJECTORIES: TableDefinition<'_, &str, &str> = TableDefinition::new("hs_trajectories");
 /// Contributor reputation (`hyperspace::improving`): PeerId → JSON of its standing.
 const HS_REPUTATION: TableDefinition<'_, &str, &str> = TableDefinition::new("hs_reputation");
+/// Payment challenges this node issued (`hyperspace::payments`): challenge id → JSON (the
+/// challenge and whether it was paid).
+const HS_PAY_CHALLENGES: TableDefinition<'_, &str, &str> =
+    TableDefinition::new("hs_pay_challenges");
+/// Authorization nonces used: `payer NUL 0x-nonce` → JSON `{receiptId, validBefore}`.
+const HS_PAY_NONCES: TableDefinition<'_, &str, &str> = TableDefinition::new("hs_pay_nonces");
+/// Receipts of accepted payments: receipt id → JSON receipt.
+const HS_PAY_RECEIPTS: TableDefinition<'_, &str, &str> = TableDefinition::new("hs_pay_receipts");
+/// Payment channels this node is the payer or the payee of: channel id → JSON.
+const HS_PAY_CHANNELS: TableDefinition<'_, &str, &str> = TableDefinition::new("hs_pay_channels");
+/// The settlement log: 20-digit sequence number → JSON record.
+const HS_PAY_SETTLEMENTS: TableDefinition<'_, &str, &str> =
+    TableDefinition::new("hs_pay_settlements");
 
 /// The tables holding text rows.
 #[derive(Clone, Copy, Debug)]
@@ -63,10 +76,42 @@ enum Table {
     HsBullets,
     HsTrajectories,
     HsReputation,
+    HsPayChallenges,
+    HsPayNonces,
+    HsPayReceipts,
+    HsPayChannels,
+    HsPaySettlements,
+}
+
+/// The payment tables, for [`Store::put_payments`] and [`Store::pay_rows`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PayTable {
+    /// Issued challenges.
+    Challenges,
+    /// Used authorization nonces.
+    Nonces,
+    /// Receipts.
+    Receipts,
+    /// Channels.
+    Channels,
+    /// The settlement log.
+    Settlements,
+}
+
+impl PayTable {
+    fn table(self) -> Table {
+        match self {
+            Self::Challenges => Table::HsPayChallenges,
+            Self::Nonces => Table::HsPayNonces,
+            Self::Receipts => Table::HsPayReceipts,
+            Self::Channels => Table::HsPayChannels,
+            Self::Settlements => Table::HsPaySettlements,
+        }
+    }
 }
 
 impl Table {
-    const ALL: [Self; 12] = [
+    const ALL: [Self; 17] = [
         Self::Catalogs,
         Self::Interactions,
         Self::HsSessions,
@@ -79,6 +124,11 @@ impl Table {
         Self::HsBullets,
         Self::HsTrajectories,
         Self::HsReputation,
+        Self::HsPayChallenges,
+        Self::HsPayNonces,
+        Self::HsPayReceipts,
+        Self::HsPayChannels,
+        Self::HsPaySettlements,
     ];
 
     fn def(self) -> TableDefinition<'static, &'static str, &'static str> {
@@ -95,6 +145,11 @@ impl Table {
             Self::HsBullets => HS_BULLETS,
             Self::HsTrajectories => HS_TRAJECTORIES,
             Self::HsReputation => HS_REPUTATION,
+            Self::HsPayChallenges => HS_PAY_CHALLENGES,
+            Self::HsPayNonces => HS_PAY_NONCES,
+            Self::HsPayReceipts => HS_PAY_RECEIPTS,
+            Self::HsPayChannels => HS_PAY_CHANNELS,
+            Self::HsPaySettlements => HS_PAY_SETTLEMENTS,
         }
     }
 }
@@ -418,6 +473,38 @@ impl Store {
         self.read_all(HS_REPUTATION)
     }
 
+    /// Writes rows of the payment tables in one transaction (`Some` puts, `None` deletes);
+    /// returns once durable. Money moves only through here: a receipt, its nonce and its
+    /// challenge are written together or not at all.
+    pub async fn put_payments(
+        &self,
+        rows: Vec<(PayTable, String, Option<String>)>,
+    ) -> Result<(), StoreError> {
+        if rows.is_empty() {
+            return Ok(());
+        }
+        let writes = rows
+            .into_iter()
+            .map(|(t, key, value)| match value {
+                Some(value) => Write::Put {
+                    table: t.table(),
+                    key,
+                    value,
+                },
+                None => Write::Delete {
+                    table: t.table(),
+                    key,
+                },
+            })
+            .collect();
+        self.submit_all(writes).await
+    }
+
+    /// Every row of a payment table, in key order (a blocking read).
+    pub fn pay_rows(&self, table: PayTable) -> Result<Vec<(String, String)>, StoreError> {
+        self.read_all(table.table().def())
+    }
+
     /// Every stored Hyperspace tool, by id (a blocking read).
     pub fn hs_tools(&self) -> Result<Vec<(String, String)>, StoreError> {
         self.read_all(HS_TOOLS)
@@ -559,7 +646,7 @@ fn migrate(db: &Database, path: &Path) -> Result<(), StoreError> {
             // interactions table, 2 → 3 the Hyperspace sessions table, 3 → 4 the Hyperspace
             // tools and card records tables, 4 → 5 the ANS agents
             // and audit tables, 5 → 6 the memories table, 6 → 7 the playbook and bullet tables,
-            // 7 → 8 the trajectory and reputation tables.
+            // 7 → 8 the trajectory and reputation tables, 8 → 9 the payment tables.
             found => {
                 let from = found.unwrap_or(0);
                 if from < 1 {
@@ -589,6 +676,17 @@ fn migrate(db: &Database, path: &Path) -> Result<(), StoreError> {
                 if from < 8 {
                     txn.open_table(HS_TRAJECTORIES).map_err(|e| err(&e))?;
                     txn.open_table(HS_REPUTATION).map_err(|e| err(&e))?;
+                }
+                if from < 9 {
+                    for t in [
+                        HS_PAY_CHALLENGES,
+                        HS_PAY_NONCES,
+                        HS_PAY_RECEIPTS,
+                        HS_PAY_CHANNELS,
+                        HS_PAY_SETTLEMENTS,
+                    ] {
+                        txn.open_table(t).map_err(|e| err(&e))?;
+                    }
                 }
                 meta.insert("schema_version", SCHEMA_VERSION)
                     .map_err(|e| err(&e))?;

@@ -70,8 +70,10 @@ pub struct Channel {
     /// The currency.
     pub currency: Currency,
     /// Atomic units.
+    #[serde(with = "super::amount_serde")]
     pub budget: Amount,
     /// Total of the accepted vouchers.
+    #[serde(with = "super::amount_serde")]
     pub spent: Amount,
     /// Nonce of the last accepted voucher (0: none yet).
     pub nonce: u64,
@@ -150,30 +152,16 @@ pub struct Voucher {
     /// Last accepted + 1.
     pub nonce: u64,
     /// Running total after this payment (atomic units, string of digits on the wire).
-    #[serde(with = "amount_string")]
+    #[serde(with = "super::amount_serde")]
     pub cumulative: Amount,
     /// This payment alone.
-    #[serde(with = "amount_string")]
+    #[serde(with = "super::amount_serde")]
     pub amount: Amount,
     /// The payer's note (at most [`super::params::MAX_MEMO`] characters).
     #[serde(default)]
     pub memo: String,
     /// `0x` hex: 65 bytes (USDC) or 64 (points).
     pub signature: String,
-}
-
-/// Amounts as strings of digits in stored and travelling JSON.
-mod amount_string {
-    use serde::{Deserialize, Deserializer, Serializer};
-
-    pub(super) fn serialize<S: Serializer>(a: &u128, s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_str(&a.to_string())
-    }
-
-    pub(super) fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<u128, D::Error> {
-        let v = serde_json::Value::deserialize(d)?;
-        super::super::parse_amount("amount", &v).map_err(serde::de::Error::custom)
-    }
 }
 
 /// The channel id: SHA-256 of `agora/channel/1`, payer, payer node, payee, currency and 16

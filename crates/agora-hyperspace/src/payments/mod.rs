@@ -91,6 +91,24 @@ pub fn amount_json(a: Amount) -> Value {
     }
 }
 
+/// Serde for [`Amount`] fields as strings of digits (`#[serde(with = "amount_serde")]`): JSON
+/// numbers cannot carry every `u128`, and serde's buffering of tagged enums cannot carry any.
+/// Reading takes an integer or a string of digits ([`parse_amount`]).
+pub mod amount_serde {
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    /// Writes the amount as a string of digits.
+    pub fn serialize<S: Serializer>(a: &u128, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&a.to_string())
+    }
+
+    /// Reads an integer or a string of digits.
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<u128, D::Error> {
+        let v = serde_json::Value::deserialize(d)?;
+        super::parse_amount("amount", &v).map_err(serde::de::Error::custom)
+    }
+}
+
 /// Lower-case hex with `0x`.
 pub fn hex0x(bytes: &[u8]) -> String {
     let mut s = String::with_capacity(2 + bytes.len() * 2);

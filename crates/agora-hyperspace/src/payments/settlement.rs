@@ -16,6 +16,9 @@ use super::credential::{Credential, Payer, check_evm_signature, check_points_sig
 use super::eip712::parse_address;
 use super::{Amount, parse_amount};
 
+/// The prefix of the settlement topics.
+pub const SETTLEMENTS_PREFIX: &str = "hyperspace/settlements/";
+
 /// A settlement round's length: 90 seconds.
 pub const ROUND_MS: u64 = 90_000;
 
@@ -26,7 +29,7 @@ pub fn round_of(now_ms: u64) -> u64 {
 
 /// The topic of round `round`.
 pub fn topic(round: u64) -> String {
-    format!("hyperspace/settlements/{round}")
+    format!("{SETTLEMENTS_PREFIX}{round}")
 }
 
 /// What was settled.

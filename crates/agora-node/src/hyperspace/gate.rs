@@ -2,8 +2,8 @@
 //! over the topic, `from`/`pk`, freshness, replay window) inside gossipsub's validation hook, in
 //! the mesh task, before the message can be forwarded. Topics whose messages change a service's
 //! state (capabilities, discovery asks, trajectories) are then deferred to the service, which
-//! decides from the content; memory sync messages and reputation views are accepted here and a
-//! copy goes to the memory or improving service ([`Verdict::Accept`]); every other Hyperspace topic is accepted here and relayed at once, and
+//! decides from the content; memory sync messages, reputation views and settlement records are
+//! accepted here and a copy goes to the memory, improving or payments service ([`Verdict::Accept`]); every other Hyperspace topic is accepted here and relayed at once, and
 //! since no service reads those, the mesh queues no copy of them ([`Verdict::Relay`]).
 
 use std::sync::Mutex;
@@ -11,6 +11,7 @@ use std::sync::Mutex;
 use agora_hyperspace::announce::{CAPABILITIES_PREFIX, DISCOVERY_TOPIC};
 use agora_hyperspace::improving::gossip::{REPUTATION_PREFIX, TRAJECTORIES_PREFIX};
 use agora_hyperspace::memory::SYNC_TOPIC;
+use agora_hyperspace::payments::settlement::SETTLEMENTS_PREFIX;
 use agora_hyperspace::{KeyCache, ReplayWindow};
 
 use super::now_ms;
@@ -63,8 +64,13 @@ impl GossipValidator for GossipGate {
                 Verdict::Defer
             }
             // Memory sync: forwarded at once, and the memory service applies a copy; so are
-            // reputation views (the improving service keeps those it follows).
-            Ok(()) if topic == SYNC_TOPIC || topic.starts_with(REPUTATION_PREFIX) => {
+            // reputation views (the improving service keeps those it follows) and settlement
+            // records (the payments service keeps those whose payer signature holds).
+            Ok(())
+                if topic == SYNC_TOPIC
+                    || topic.starts_with(REPUTATION_PREFIX)
+                    || topic.starts_with(SETTLEMENTS_PREFIX) =>
+            {
                 Verdict::Accept
             }
             Ok(()) => Verdict::Relay,

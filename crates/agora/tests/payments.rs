@@ -1,0 +1,413 @@
+//! Micropayments over real node processes (issue 20): credentials signed by an implementation
+//! nobody here wrote (Python eth-account, `tests/fixtures/eth_sign.py`) accepted by
+//! `micropayments.verify`, and every kind of bad one refused with its reason; a channel between
+//! two nodes (open, 100 payments, close, a replayed voucher refused).
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod support;
+
+use std::io::Write as _;
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use support::{Ws, eventually, get_json, rpc_call, rpc_connect, spawn_node};
+
+/// hardhat's well-known account #1 (a public test key).
+const PAYER_KEY: &str = "0x59c6995e998f97a5a0044966f0945389dc9e86dae88c7a8412f4603b6b78690d";
+const PAYER: &str = "0x70997970C51812dc3A010C7d01b50e0d17dc79C8";
+
+/// The Python with eth-account: `AGORA_ETH_PYTHON`, else `python3` when it imports it.
+fn eth_python() -> Option<String> {
+    let candidate = std::env::var("AGORA_ETH_PYTHON").unwrap_or_else(|_| "python3".into());
+    let ok = Command::new(&candidate)
+        .args(["-c", "import eth_account"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    ok.then_some(candidate)
+}
+
+/// Signs each job with eth-account.
+fn eth_sign(python: &str, jobs: &[Value]) -> Vec<Value> {
+    let script = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../tests/fixtures/eth_sign.py"
+    );
+    let mut child = Command::new(python)
+        .arg(script)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("python runs");
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(serde_json::to_string(jobs).unwrap().as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success(), "eth_sign.py failed");
+    serde_json::from_slice::<Vec<Value>>(&out.stdout).unwrap()
+}
+
+fn now_s() -> u64 {
+    u64::try_from(support::now()).unwrap()
+}
+
+fn nonce(i: u64) -> String {
+    format!("0x{:064x}", 0xabcd_0000_u64 + i + now_s() * 1000)
+}
+
+/// What to do to an honest credential.
+#[derive(Clone, Copy, Debug)]
+enum Twist {
+    None,
+    TamperValue,
+    OtherPayee,
+    ChainId,
+    DomainName,
+    Expired,
+    NotYetValid,
+    Underpaid,
+}
+
+/// A credential for `challenge` (its first USDC option), signed by eth-account, with `twist`.
+fn credential(python: &str, challenge: &Value, twist: Twist, i: u64) -> Value {
+    let accept = &challenge["accepts"][0];
+    let now = now_s();
+    let mut auth = json!({
+        "from": PAYER,
+        "to": accept["payTo"],
+        "value": accept["amount"],
+        "validAfter": (now - 600).to_string(),
+        "validBefore": (now + 300).to_string(),
+        "nonce": nonce(i),
+    });
+    let mut domain = json!({
+        "name": accept["extra"]["name"],
+        "version": accept["extra"]["version"],
+        "chainId": accept["chainId"],
+        "verifyingContract": accept["asset"],
+    });
+    match twist {
+        Twist::OtherPayee => auth["to"] = json!("0x209693Bc6afc0C5328bA36FaF03C514EF312287C"),
+        Twist::ChainId => domain["chainId"] = json!(8453),
+        Twist::DomainName => domain["name"] = json!("USD Coin"),
+        Twist::Expired => auth["validBefore"] = json!((now - 10).to_string()),
+        Twist::NotYetValid => auth["validAfter"] = json!((now + 600).to_string()),
+        Twist::Underpaid => auth["value"] = json!("9999"),
+        Twist::None | Twist::TamperValue => {}
+    }
+    let signed = eth_sign(
+        python,
+        &[json!({"privateKey": PAYER_KEY, "domain": domain, "message": auth})],
+    );
+    assert_eq!(signed[0]["address"], PAYER);
+    if let Twist::TamperValue = twist {
+        auth["value"] = json!("1000000");
+    }
+    json!({
+        "x402Version": 2,
+        "accepted": accept,
+        "payload": {"signature": signed[0]["signature"], "authorization": auth},
+    })
+}
+
+async fn challenge(ws: &mut Ws, id: u64) -> Value {
+    let r = rpc_call(
+        ws,
+        id,
+        "micropayments.challenge",
+        json!({"priceUsdc": 10000, "pricePoints": 5}),
+    )
+    .await;
+    r["result"].clone()
+}
+
+#[tokio::test]
+async fn eth_account_credentials_are_accepted_and_bad_ones_refused_with_their_reason() {
+    let Some(python) = eth_python() else {
+        support::external(
+            "Python eth-account",
+            false,
+            "python3 -m venv v && v/bin/pip install eth-account==0.14.0, then AGORA_ETH_PYTHON=v/bin/python",
+        );
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let node = spawn_node(&dir.path().join("a"), &[], 30, &[]);
+    let mut ws = rpc_connect(&node.rpc).await;
+
+    // the honest payment
+    let c = challenge(&mut ws, 1).await;
+    assert_eq!(c["accepts"][0]["network"], "eip155:84532", "{c}");
+    assert_eq!(c["accepts"][0]["extra"]["name"], "USDC");
+    let wallet = get_json(&node.http, "/status").await["payments"]["walletAddress"].clone();
+    assert_eq!(c["accepts"][0]["payTo"], wallet);
+    let good = credential(&python, &c, Twist::None, 1);
+    let r = rpc_call(
+        &mut ws,
+        2,
+        "micropayments.verify",
+        json!({"credential": good}),
+    )
+    .await;
+    assert_eq!(r["result"]["accepted"], true, "{r}");
+    assert_eq!(r["result"]["amount"], 10000);
+    assert_eq!(r["result"]["payer"], PAYER);
+    let receipt = r["result"]["receiptId"].as_str().unwrap().to_owned();
+    assert!(receipt.starts_with("rcpt-"));
+
+    // the same credential again: its challenge is paid
+    let r = rpc_call(
+        &mut ws,
+        3,
+        "micropayments.verify",
+        json!({"credential": good}),
+    )
+    .await;
+    assert_eq!(r["error"]["data"]["reason"], "challenge-used", "{r}");
+    // the same signed authorization for a new challenge: the nonce is spent
+    let c2 = challenge(&mut ws, 4).await;
+    let mut replay = good.clone();
+    replay["accepted"] = c2["accepts"][0].clone();
+    let r = rpc_call(
+        &mut ws,
+        5,
+        "micropayments.verify",
+        json!({"credential": replay}),
+    )
+    .await;
+    assert_eq!(r["error"]["data"]["reason"], "replayed", "{r}");
+    assert_eq!(r["error"]["code"], -32602);
+
+    // base64 (as in an X-Payment header) and x402 v1's shape are accepted too
+    let c3 = challenge(&mut ws, 6).await;
+    let mut v1 = credential(&python, &c3, Twist::None, 2);
+    let accepted = v1["accepted"].take();
+    let v1 = json!({
+        "x402Version": 1, "scheme": "exact", "network": "base-sepolia",
+        "challengeId": accepted["extra"]["challengeId"], "payload": v1["payload"],
+    });
+    use base64::Engine as _;
+    let b64 = base64::engine::general_purpose::STANDARD.encode(serde_json::to_vec(&v1).unwrap());
+    let r = rpc_call(
+        &mut ws,
+        7,
+        "micropayments.verify",
+        json!({"credential": b64}),
+    )
+    .await;
+    assert_eq!(r["result"]["accepted"], true, "{r}");
+
+    let cases = [
+        (Twist::TamperValue, "invalid-signature"),
+        (Twist::OtherPayee, "wrong-payee"),
+        (Twist::ChainId, "wrong-chain-id"),
+        (Twist::DomainName, "wrong-domain-name"),
+        (Twist::Expired, "expired"),
+        (Twist::NotYetValid, "not-yet-valid"),
+        (Twist::Underpaid, "insufficient-amount"),
+    ];
+    for (k, (twist, reason)) in cases.into_iter().enumerate() {
+        let k = k as u64;
+        let c = challenge(&mut ws, 100 + k).await;
+        let bad = credential(&python, &c, twist, 10 + k);
+        let r = rpc_call(
+            &mut ws,
+            200 + k,
+            "micropayments.verify",
+            json!({"credential": bad}),
+        )
+        .await;
+        assert_eq!(r["error"]["data"]["reason"], reason, "{twist:?}: {r}");
+        // a refused credential spends nothing: the challenge can still be paid
+        let fine = credential(&python, &c, Twist::None, 100 + k);
+        let r = rpc_call(
+            &mut ws,
+            300 + k,
+            "micropayments.verify",
+            json!({"credential": fine}),
+        )
+        .await;
+        assert_eq!(r["result"]["accepted"], true, "{twist:?}: {r}");
+    }
+    let r = rpc_call(
+        &mut ws,
+        9,
+        "micropayments.verify",
+        json!({"credential": "%%%"}),
+    )
+    .await;
+    assert_eq!(r["error"]["data"]["reason"], "malformed", "{r}");
+
+    // receipts and challenges survive a restart: the paid credential is still refused
+    drop(ws);
+    drop(node);
+    let node = spawn_node(&dir.path().join("a"), &[], 30, &[]);
+    let mut ws = rpc_connect(&node.rpc).await;
+    let r = rpc_call(
+        &mut ws,
+        10,
+        "micropayments.verify",
+        json!({"credential": good}),
+    )
+    .await;
+    assert_eq!(r["error"]["data"]["reason"], "challenge-used", "{r}");
+    let r = rpc_call(
+        &mut ws,
+        11,
+        "micropayments.verify",
+        json!({"credential": replay}),
+    )
+    .await;
+    assert_eq!(r["error"]["data"]["reason"], "replayed", "{r}");
+    // the settlement log holds the accepted payments
+    let log = get_json(&node.http, "/hyperspace/settlements").await;
+    let ids: Vec<&str> = log["settlements"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|s| s["id"].as_str())
+        .collect();
+    assert!(ids.contains(&receipt.as_str()), "{log}");
+    assert_eq!(log["settler"], "none");
+}
+
+#[tokio::test]
+async fn a_channel_between_two_nodes_pays_closes_and_refunds_exactly() {
+    let dir = tempfile::tempdir().unwrap();
+    let payee = spawn_node(&dir.path().join("payee"), &[], 30, &[]);
+    let payer = spawn_node(&dir.path().join("payer"), &[payee.p2p.as_str()], 30, &[]);
+    let http = payer.http.clone();
+    let peer = payee.peer_id.clone();
+    eventually(Duration::from_secs(20), async || {
+        support::connected(&http)
+            .await
+            .contains(&peer)
+            .then_some(())
+    })
+    .await
+    .expect("the payer node connects to the payee node");
+    let mut ws = rpc_connect(&payer.rpc).await;
+    for (k, currency) in ["USDC", "points"].into_iter().enumerate() {
+        let k = k as u64 * 1000;
+        let opened = rpc_call(
+            &mut ws,
+            k + 1,
+            "micropayments.channel.open",
+            json!({"payee": payee.peer_id, "budget": 1_000_000, "currency": currency}),
+        )
+        .await;
+        let ch = opened["result"]["channelId"]
+            .as_str()
+            .unwrap_or_else(|| panic!("{opened}"))
+            .to_owned();
+        assert_eq!(opened["result"]["state"], "open", "{opened}");
+        for i in 1..=100u64 {
+            let r = rpc_call(
+                &mut ws,
+                k + 10 + i,
+                "micropayments.channel.pay",
+                json!({"channelId": ch, "amount": 3000, "memo": "42 tokens"}),
+            )
+            .await;
+            assert_eq!(r["result"]["nonce"], i, "{r}");
+            assert_eq!(r["result"]["remaining"], 1_000_000 - 3000 * i, "{r}");
+        }
+        if currency == "USDC" {
+            // The first voucher again, exactly as the payer's wallet signed it (RFC 6979: the
+            // same key and voucher give the same signature), handed to the payee's node.
+            let key = std::fs::read_to_string(dir.path().join("payer").join("wallet.key")).unwrap();
+            let key = agora_hyperspace::payments::unhex::<32>(key.trim()).unwrap();
+            let key = k256::ecdsa::SigningKey::from_slice(&key).unwrap();
+            let id = agora_hyperspace::payments::unhex::<32>(&ch).unwrap();
+            let digest = agora_hyperspace::payments::eip712::voucher_digest(&id, 1, 3000, 84532);
+            let sig = agora_hyperspace::payments::eip712::sign(&key, &digest).unwrap();
+            let voucher = json!({"channelId": ch, "nonce": 1, "cumulative": "3000", "amount": "3000",
+                "signature": agora_hyperspace::payments::hex0x(&sig)});
+            let mut at_payee = rpc_connect(&payee.rpc).await;
+            let r = rpc_call(
+                &mut at_payee,
+                1,
+                "micropayments.channel.pay",
+                json!({"channelId": ch, "voucher": voucher}),
+            )
+            .await;
+            assert_eq!(r["error"]["data"]["reason"], "duplicate-nonce", "{r}");
+            assert_eq!(r["error"]["data"]["lastNonce"], 100, "{r}");
+            // the next nonce with a forged signature (another key) is refused too
+            let forged = agora_hyperspace::payments::eip712::sign(
+                &k256::ecdsa::SigningKey::from_slice(&[9u8; 32]).unwrap(),
+                &agora_hyperspace::payments::eip712::voucher_digest(&id, 101, 303_000, 84532),
+            )
+            .unwrap();
+            let voucher = json!({"channelId": ch, "nonce": 101, "cumulative": "303000", "amount": "3000",
+                "signature": agora_hyperspace::payments::hex0x(&forged)});
+            let r = rpc_call(
+                &mut at_payee,
+                2,
+                "micropayments.channel.pay",
+                json!({"channelId": ch, "voucher": voucher}),
+            )
+            .await;
+            assert_eq!(r["error"]["data"]["reason"], "invalid-signature", "{r}");
+        }
+        // over budget: −32002 with the spec's data
+        let r = rpc_call(
+            &mut ws,
+            k + 200,
+            "micropayments.channel.pay",
+            json!({"channelId": ch, "amount": 700_001}),
+        )
+        .await;
+        assert_eq!(r["error"]["code"], -32002, "{r}");
+        assert_eq!(r["error"]["data"]["remaining"], 700_000);
+        assert_eq!(r["error"]["data"]["requested"], 700_001);
+        assert_eq!(r["error"]["data"]["limit"], 1_000_000);
+        let r = rpc_call(
+            &mut ws,
+            k + 201,
+            "micropayments.channel.close",
+            json!({"channelId": ch}),
+        )
+        .await;
+        assert_eq!(r["result"]["totalSpent"], 300_000, "{r}");
+        assert_eq!(r["result"]["refund"], 700_000, "{r}");
+        let r = rpc_call(
+            &mut ws,
+            k + 202,
+            "micropayments.channel.pay",
+            json!({"channelId": ch, "amount": 1}),
+        )
+        .await;
+        assert_eq!(r["error"]["data"]["reason"], "channel-closed", "{r}");
+        // The payee publishes the close on the round's settlement topic; the payer's node
+        // checks the payer signature inside and keeps it.
+        let (http, want, by) = (
+            payer.http.clone(),
+            format!("{ch}:close"),
+            payee.peer_id.clone(),
+        );
+        let record = eventually(Duration::from_secs(30), async || {
+            let log = get_json(&http, "/hyperspace/settlements").await;
+            log["settlements"]
+                .as_array()?
+                .iter()
+                .find(|s| s["id"] == want.as_str())
+                .cloned()
+        })
+        .await
+        .expect("the payee's settlement record reaches the payer's node");
+        assert_eq!(record["publishedBy"], by);
+        assert_eq!(record["record"]["channel"]["spent"], "300000");
+    }
+    let status = get_json(&payee.http, "/status").await;
+    assert_eq!(
+        status["payments"]["counters"]["vouchers_accepted"], 200,
+        "{status}"
+    );
+}
