@@ -142,6 +142,10 @@ pub enum PeerRequest {
         /// The caller's session, if any.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         session_id: Option<String>,
+        /// Payment for a priced tool (`{credential}`, or `{channelId, nonce}` of a voucher the
+        /// caller's node paid this node).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        payment: Option<Value>,
     },
     /// `{"op":"card","record":"<envelope>"}`: a discovery answer carrying the sender's signed
     /// card record.
@@ -479,6 +483,7 @@ mod tests {
                     reputation: 0.5,
                     avg_latency: 0,
                     schema: serde_json::json!({}),
+                    price: None,
                 })
                 .collect(),
             peer_id,
@@ -640,6 +645,7 @@ mod tests {
             tool_id: "tool-1".into(),
             params: serde_json::json!({"q": 1}),
             session_id: None,
+            payment: None,
         };
         assert_eq!(
             serde_json::to_string(&req).unwrap(),

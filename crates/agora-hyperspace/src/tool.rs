@@ -109,6 +109,7 @@ use serde_json::{Value, json};
 
 use crate::card::{CapabilityCard, CardLimits, CardTable};
 use crate::jsonrpc::{RpcCode, RpcError};
+use crate::payments::Price;
 use crate::state::{IdSource, capacity_error, invalid_params, parse_params, to_result};
 
 /// `tool.discover`.
@@ -162,6 +163,9 @@ pub struct ToolRecord {
     pub avg_latency: u64,
     /// The tool's schema, a JSON object (the spec shows `{input, output}` JSON Schemas).
     pub schema: Value,
+    /// Its price per invocation, when it has one (`micropayments`, issue 20).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub price: Option<Price>,
 }
 
 /// Params of `tool.discover(query, capabilities?, minReputation?, maxLatency?, geo?)`.
@@ -204,6 +208,9 @@ pub struct RegisterParams {
     pub schema: Value,
     /// Capability tags, at least one.
     pub capabilities: Vec<String>,
+    /// A price per invocation: callers pay it with a credential or a channel.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub price: Option<Price>,
 }
 
 /// Result of `tool.register`: `{ toolId }`.
@@ -225,6 +232,10 @@ pub struct InvokeParams {
     /// The calling session, if any.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub session_id: Option<String>,
+    /// Payment for a priced tool: `{credential}` or `{channelId}` (and, between nodes,
+    /// `{channelId, nonce}`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub payment: Option<Value>,
 }
 
 /// Result of `tool.invoke`: `{ result, duration, peerId }` (built by the node).
@@ -501,6 +512,9 @@ pub struct LocalTool {
     /// Since when (Unix ms) the tool has no provider; `None` while its owner is connected.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub orphaned_at: Option<u64>,
+    /// Price per invocation.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub price: Option<Price>,
 }
 
 /// Where a tool runs.
@@ -527,6 +541,8 @@ pub struct InvokePlan {
     pub target: InvokeTarget,
     /// The peer that runs the tool (this node's id for local tools): the result's `peerId`.
     pub peer_id: String,
+    /// The tool's price (as registered here, or as its card says).
+    pub price: Option<Price>,
 }
 
 /// The Tool primitive's state: local tools, analytics, and remote capability cards.
@@ -625,9 +641,12 @@ impl ToolRegistry {
             DISCOVER => parse_params(params, &DISCOVER_PARAMS)
                 .and_then(|p| self.discover(&p, now_ms))
                 .and_then(|r| to_result(&r)),
-            REGISTER => parse_params(params, &["name", "description", "schema", "capabilities"])
-                .and_then(|p| self.register(&p, owner, ids))
-                .and_then(|r| to_result(&r)),
+            REGISTER => parse_params(
+                params,
+                &["name", "description", "schema", "capabilities", "price"],
+            )
+            .and_then(|p| self.register(&p, owner, ids))
+            .and_then(|r| to_result(&r)),
             GET_ANALYTICS => parse_params::<GetAnalyticsParams>(params, &["toolId"])
                 .and_then(|p| self.get_analytics(&p.tool_id))
                 .and_then(|r| to_result(&r)),
@@ -659,6 +678,11 @@ impl ToolRegistry {
             &self.limits,
         )
         .map_err(to_invalid_params)?;
+        if let Some(price) = &params.price {
+            price
+                .check()
+                .map_err(|e| to_invalid_params(field_error("price", &e)))?;
+        }
         let orphan = self
             .local
             .values()
@@ -668,6 +692,7 @@ impl ToolRegistry {
                     && t.description == params.description
                     && t.schema == params.schema
                     && t.capabilities == capabilities
+                    && t.price == params.price
             })
             .min_by_key(|t| (t.orphaned_at, t.id.clone()))
             .map(|t| t.id.clone());
@@ -709,6 +734,7 @@ impl ToolRegistry {
                 capabilities,
                 owner: owner.to_owned(),
                 orphaned_at: None,
+                price: params.price,
             },
         );
         self.dirty.insert(id.clone());
@@ -808,6 +834,7 @@ impl ToolRegistry {
             reputation,
             avg_latency,
             schema: tool.schema.clone(),
+            price: tool.price,
         }
     }
 
@@ -966,6 +993,7 @@ impl ToolRegistry {
                     owner: tool.owner.clone(),
                 },
                 peer_id: self.local_peer_id.clone(),
+                price: tool.price,
             });
         }
         let mut expired_owner = None;
@@ -983,6 +1011,11 @@ impl ToolRegistry {
                         peer_id: card.peer_id.clone(),
                     },
                     peer_id: card.peer_id.clone(),
+                    price: card
+                        .tools
+                        .iter()
+                        .find(|t| t.id == tool_id)
+                        .and_then(|t| t.price),
                 });
             }
             expired_owner.get_or_insert_with(|| card.peer_id.clone());

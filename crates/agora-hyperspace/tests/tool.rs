@@ -50,6 +50,7 @@ fn register(
             description: format!("{name} tool"),
             schema: schema(),
             capabilities: caps.iter().map(|c| (*c).to_owned()).collect(),
+            price: None,
         },
         "conn-1",
         ids,
@@ -68,6 +69,7 @@ fn remote_tool(id: &str, name: &str, caps: &[&str], reputation: f64, latency: u6
         reputation,
         avg_latency: latency,
         schema: schema(),
+        price: None,
     }
 }
 
@@ -207,6 +209,7 @@ fn register_capacity_and_bad_ids() {
         description: "b".into(),
         schema: json!({}),
         capabilities: vec!["x".into()],
+        price: None,
     };
     let error = reg.register(&params, "c", &mut ids).unwrap_err();
     assert_eq!(error.code, RpcCode::RATE_LIMITED);
@@ -291,6 +294,7 @@ fn a_closed_connections_tools_are_orphaned_and_adopted_by_an_identical_registrat
                 tool_id: id.clone(),
                 params: json!({}),
                 session_id: None,
+                payment: None,
             },
             T0,
         )
@@ -306,6 +310,7 @@ fn a_closed_connections_tools_are_orphaned_and_adopted_by_an_identical_registrat
                 description: "web-search tool".into(),
                 schema: schema(),
                 capabilities: vec!["search".into()],
+                price: None,
             },
             "conn-2",
             &mut ids,
@@ -342,6 +347,7 @@ fn a_full_registry_makes_room_by_dropping_the_oldest_orphan() {
                 description: "c tool".into(),
                 schema: schema(),
                 capabilities: vec!["x".into()],
+                price: None,
             },
             "conn-9",
             &mut ids,
@@ -522,6 +528,7 @@ proptest! {
                         description: "search".into(),
                         schema: json!({}),
                         capabilities: vec!["search".into()],
+                        price: None,
                     }, "c", &mut next).unwrap();
                     for k in 0..u64::from(rep) {
                         reg.record_invocation(&id, latency * 100, k % 2 == 0).unwrap();
@@ -656,6 +663,7 @@ fn invoke_plan_local_unknown_and_expired() {
         tool_id: "tool-0001".into(),
         params: json!({}),
         session_id: None,
+        payment: None,
     };
     let plan = reg.plan_invoke(&local, T0).unwrap();
     assert_eq!(
@@ -670,6 +678,7 @@ fn invoke_plan_local_unknown_and_expired() {
         tool_id: "tool-none".into(),
         params: json!({}),
         session_id: None,
+        payment: None,
     };
     let error = reg.plan_invoke(&unknown, T0).unwrap_err();
     assert_eq!(error.code, RpcCode::INVALID_PARAMS);
@@ -679,6 +688,7 @@ fn invoke_plan_local_unknown_and_expired() {
         tool_id: "tool-8f3a2b".into(),
         params: json!({}),
         session_id: None,
+        payment: None,
     };
     assert!(reg.plan_invoke(&remote, T0 + CARD_TTL_MS - 1).is_ok());
     let error = reg.plan_invoke(&remote, T0 + CARD_TTL_MS).unwrap_err();
@@ -911,6 +921,7 @@ fn arb_tool() -> impl Strategy<Value = ToolRecord> {
             reputation: f64::from(rep) / 100.0,
             avg_latency: latency,
             schema: json!({ "n": latency }),
+            price: None,
         })
 }
 

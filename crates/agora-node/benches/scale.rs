@@ -246,6 +246,8 @@ async fn start_agora(
                 inputs_tx: hs_tx.clone(),
                 inputs: hs_rx,
                 long_calls: hyperspace::LongCallSettings::default(),
+                // no payments service: the bench registers no priced tool
+                payments: mpsc::channel(1).0,
             },
         ));
         let router = tokio::spawn(agora_node::route_mesh_events(

@@ -182,6 +182,7 @@ pub async fn run_until(
     };
     hyperspace::restore_tokens(&tokens, &restored.snapshots);
     let links = rpc::Links::default();
+    let (pay_tx, pay_rx) = mpsc::channel(1024);
     let hs_task = tokio::spawn(hyperspace::run(
         store.clone(),
         Arc::clone(&tokens),
@@ -198,6 +199,7 @@ pub async fn run_until(
                 budget: config.rpc_guard_budget,
                 ..hyperspace::LongCallSettings::default()
             },
+            payments: pay_tx.clone(),
         },
     ));
     let (mem_tx, mem_rx) = mpsc::channel(4096);
@@ -308,7 +310,6 @@ pub async fn run_until(
             .map_err(NodeError::Improving)?
     };
     tokio::spawn(hyperspace::improving::run(improving, imp_rx));
-    let (pay_tx, pay_rx) = mpsc::channel(1024);
     let payments = {
         let settings = hyperspace::payments::PaymentSettings::default();
         let wiring = hyperspace::payments::Wiring {

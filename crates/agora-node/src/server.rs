@@ -92,6 +92,7 @@ pub fn http_face(state: AppState) -> Router {
         .route("/status", get(status))
         .route("/hyperspace/cards", get(hyperspace_cards))
         .route("/hyperspace/settlements", get(hyperspace_settlements))
+        .route("/pay/tools/{tool_id}/invoke", post(pay_tool_invoke))
         .route("/agh/v0/peers", get(peers))
         .route("/agh/v0/envelopes", post(post_envelopes))
         .route(
@@ -294,6 +295,119 @@ async fn ask<I>(
         return serde_json::Value::Null;
     }
     rx.await.unwrap_or(serde_json::Value::Null)
+}
+
+/// `POST /pay/tools/{toolId}/invoke` (spec §6.3): runs a tool with the request body (JSON) as
+/// its input. A priced tool without payment answers 402 with the challenge (x402 v2
+/// `PaymentRequired`) in the body and, base64, in `X-Payment-Required` (and x402 v2's
+/// `PAYMENT-REQUIRED`); with a credential in `X-Payment` (or `X-PAYMENT`, or v2's
+/// `PAYMENT-SIGNATURE`) the tool runs and the answer is 200 with `{result, duration, peerId}` and
+/// the receipt, base64, in `X-Payment-Response` (and `PAYMENT-RESPONSE`). A refused credential is
+/// 402 again, with `data.reason` in the body.
+async fn pay_tool_invoke(
+    State(state): State<AppState>,
+    Path(tool_id): Path<String>,
+    headers: axum::http::HeaderMap,
+    body: axum::body::Bytes,
+) -> Response {
+    use base64::Engine as _;
+    let input: serde_json::Value = if body.is_empty() {
+        serde_json::Value::Null
+    } else {
+        match serde_json::from_slice(&body) {
+            Ok(v) => v,
+            Err(e) => {
+                return error(
+                    StatusCode::BAD_REQUEST,
+                    format!("the body is not JSON: {e}"),
+                );
+            }
+        }
+    };
+    let credential = ["x-payment", "payment-signature"]
+        .iter()
+        .find_map(|h| headers.get(*h))
+        .and_then(|v| v.to_str().ok())
+        .map(|v| serde_json::Value::String(v.trim().to_owned()));
+    let mut params = json!({ "toolId": tool_id, "params": input });
+    if let Some(c) = credential {
+        params["payment"] = json!({ "credential": c });
+    }
+    let (reply, answer) = oneshot::channel();
+    let call = crate::rpc::Call {
+        principal: crate::rpc::Principal::ApiKey,
+        conn: 0,
+        request: agora_hyperspace::jsonrpc::Request {
+            id: None,
+            method: "tool.invoke".into(),
+            params: Some(params),
+        },
+        reply,
+    };
+    if state
+        .hyperspace
+        .send(crate::hyperspace::Input::Call(call))
+        .await
+        .is_err()
+    {
+        return unavailable();
+    }
+    let b64 = |v: &serde_json::Value| {
+        base64::engine::general_purpose::STANDARD.encode(serde_json::to_vec(v).unwrap_or_default())
+    };
+    match answer.await {
+        Ok(Ok(mut result)) => {
+            let payment = result
+                .as_object_mut()
+                .and_then(|o| o.remove("payment"))
+                .and_then(|p| p.get("paymentResponse").cloned());
+            let mut response = Json(result).into_response();
+            if let Some(p) = payment
+                && let Ok(v) = axum::http::HeaderValue::from_str(&b64(&p))
+            {
+                response
+                    .headers_mut()
+                    .insert("x-payment-response", v.clone());
+                response.headers_mut().insert("payment-response", v);
+            }
+            response
+        }
+        Ok(Err(e)) if e.code == agora_hyperspace::jsonrpc::RpcCode::BUDGET_EXCEEDED => {
+            let data = e.data.unwrap_or(serde_json::Value::Null);
+            let mut challenge = data
+                .get("challenge")
+                .cloned()
+                .unwrap_or(serde_json::Value::Null);
+            if let Some(o) = challenge.as_object_mut() {
+                o.insert("error".into(), json!(e.message));
+                o.insert(
+                    "reason".into(),
+                    data.get("reason")
+                        .cloned()
+                        .unwrap_or_else(|| json!("payment-required")),
+                );
+            }
+            let header = b64(&challenge);
+            let mut response = (StatusCode::PAYMENT_REQUIRED, Json(challenge)).into_response();
+            if let Ok(v) = axum::http::HeaderValue::from_str(&header) {
+                response
+                    .headers_mut()
+                    .insert("x-payment-required", v.clone());
+                response.headers_mut().insert("payment-required", v);
+            }
+            response
+        }
+        Ok(Err(e)) => {
+            let status = match e.code {
+                agora_hyperspace::jsonrpc::RpcCode::INVALID_PARAMS => StatusCode::BAD_REQUEST,
+                agora_hyperspace::jsonrpc::RpcCode::PEER_UNAVAILABLE => StatusCode::BAD_GATEWAY,
+                agora_hyperspace::jsonrpc::RpcCode::RATE_LIMITED => StatusCode::TOO_MANY_REQUESTS,
+                _ => StatusCode::INTERNAL_SERVER_ERROR,
+            };
+            (status, Json(json!({ "error": e }))).into_response()
+        }
+        Err(_) => unavailable(),
+    }
 }
 
 /// `GET /hyperspace/settlements`: the settlement log (newest first), from this node's payments

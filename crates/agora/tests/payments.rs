@@ -18,7 +18,8 @@ use support::{Ws, eventually, get_json, rpc_call, rpc_connect, spawn_node};
 const PAYER_KEY: &str = "0x59c6995e998f97a5a0044966f0945389dc9e86dae88c7a8412f4603b6b78690d";
 const PAYER: &str = "0x70997970C51812dc3A010C7d01b50e0d17dc79C8";
 
-/// The Python with eth-account: `AGORA_ETH_PYTHON`, else `python3` when it imports it.
+/// The Python with eth-account: `AGORA_ETH_PYTHON`, else `python3` when it imports it; `None`
+/// (after the one line of [`support::external`]) when there is none.
 fn eth_python() -> Option<String> {
     let candidate = std::env::var("AGORA_ETH_PYTHON").unwrap_or_else(|_| "python3".into());
     let ok = Command::new(&candidate)
@@ -27,7 +28,12 @@ fn eth_python() -> Option<String> {
         .stderr(Stdio::null())
         .status()
         .is_ok_and(|s| s.success());
-    ok.then_some(candidate)
+    support::external(
+        "Python eth-account",
+        ok,
+        "python3 -m venv v && v/bin/pip install eth-account==0.14.0, then AGORA_ETH_PYTHON=v/bin/python",
+    )
+    .then_some(candidate)
 }
 
 /// Signs each job with eth-account.
@@ -130,11 +136,6 @@ async fn challenge(ws: &mut Ws, id: u64) -> Value {
 #[tokio::test]
 async fn eth_account_credentials_are_accepted_and_bad_ones_refused_with_their_reason() {
     let Some(python) = eth_python() else {
-        support::external(
-            "Python eth-account",
-            false,
-            "python3 -m venv v && v/bin/pip install eth-account==0.14.0, then AGORA_ETH_PYTHON=v/bin/python",
-        );
         return;
     };
     let dir = tempfile::tempdir().unwrap();
@@ -410,4 +411,151 @@ async fn a_channel_between_two_nodes_pays_closes_and_refunds_exactly() {
         status["payments"]["counters"]["vouchers_accepted"], 200,
         "{status}"
     );
+}
+
+/// Answers every `tool.invoke` the node sends on `ws` with `{"echo": params}`.
+fn serve_tool(mut ws: Ws) -> tokio::task::JoinHandle<()> {
+    use futures::{SinkExt as _, StreamExt as _};
+    use tokio_tungstenite::tungstenite::Message;
+    tokio::spawn(async move {
+        while let Some(Ok(msg)) = ws.next().await {
+            let Message::Text(text) = msg else { continue };
+            let Ok(req) = serde_json::from_str::<Value>(text.as_str()) else {
+                continue;
+            };
+            if req["method"] != "tool.invoke" {
+                continue;
+            }
+            let answer = json!({"jsonrpc": "2.0", "id": req["id"], "result": {"echo": req["params"]["params"]}});
+            if ws
+                .send(Message::Text(answer.to_string().into()))
+                .await
+                .is_err()
+            {
+                break;
+            }
+        }
+    })
+}
+
+/// One HTTP/1.1 POST with `headers`; returns the status, the response headers (lower-case
+/// names) and the body as JSON.
+async fn post(
+    base: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: &str,
+) -> (u16, std::collections::HashMap<String, String>, Value) {
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+    let host = base.trim_start_matches("http://");
+    let mut s = tokio::net::TcpStream::connect(host).await.unwrap();
+    let extra: String = headers
+        .iter()
+        .map(|(k, v)| format!("{k}: {v}\r\n"))
+        .collect();
+    let req = format!(
+        "POST {path} HTTP/1.1\r\nHost: {host}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n{extra}Connection: close\r\n\r\n{body}",
+        body.len()
+    );
+    s.write_all(req.as_bytes()).await.unwrap();
+    let mut out = Vec::new();
+    s.read_to_end(&mut out).await.unwrap();
+    let text = String::from_utf8(out).unwrap();
+    let (head, body) = text.split_once("\r\n\r\n").unwrap();
+    let mut lines = head.lines();
+    let status: u16 = lines
+        .next()
+        .unwrap()
+        .split(' ')
+        .nth(1)
+        .unwrap()
+        .parse()
+        .unwrap();
+    let headers = lines
+        .filter_map(|l| l.split_once(':'))
+        .map(|(k, v)| (k.trim().to_ascii_lowercase(), v.trim().to_owned()))
+        .collect();
+    (
+        status,
+        headers,
+        serde_json::from_str(body).unwrap_or(Value::Null),
+    )
+}
+
+fn unbase64(s: &str) -> Value {
+    use base64::Engine as _;
+    serde_json::from_slice(&base64::engine::general_purpose::STANDARD.decode(s).unwrap()).unwrap()
+}
+
+#[tokio::test]
+async fn a_priced_tool_answers_402_then_runs_for_an_x402_payment_over_http() {
+    let Some(python) = eth_python() else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let node = spawn_node(&dir.path().join("a"), &[], 30, &[]);
+    let mut provider = rpc_connect(&node.rpc).await;
+    let tool = support::register_tool(
+        &mut provider,
+        json!({"name": "inference", "description": "a priced tool", "schema": {"type": "object"},
+               "capabilities": ["inference"], "price": {"usdc": 10000, "points": 5}}),
+    )
+    .await;
+    let _serving = serve_tool(provider);
+    let path = format!("/pay/tools/{tool}/invoke");
+
+    // no payment: 402, the challenge in the body and (base64) in X-Payment-Required
+    let (status, headers, body) = post(&node.http, &path, &[], r#"{"q":"hi"}"#).await;
+    assert_eq!(status, 402, "{body}");
+    let challenge = unbase64(&headers["x-payment-required"]);
+    assert_eq!(challenge["challengeId"], body["challengeId"]);
+    assert_eq!(challenge["accepts"][0]["amount"], "10000");
+    assert_eq!(challenge["resource"]["url"], path);
+
+    // pay with an eth-account credential: 200, the tool's answer and X-Payment-Response
+    let cred = credential(&python, &challenge, Twist::None, 500);
+    use base64::Engine as _;
+    let header =
+        base64::engine::general_purpose::STANDARD.encode(serde_json::to_vec(&cred).unwrap());
+    let (status, headers, body) = post(
+        &node.http,
+        &path,
+        &[("X-Payment", &header)],
+        r#"{"q":"hi"}"#,
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["result"]["echo"]["q"], "hi", "{body}");
+    let receipt = unbase64(&headers["x-payment-response"]);
+    assert_eq!(receipt["success"], true);
+    assert_eq!(receipt["payer"], PAYER);
+    assert!(receipt["receiptId"].as_str().unwrap().starts_with("rcpt-"));
+
+    // the same payment again is refused: 402 with the reason and a fresh challenge
+    let (status, _, body) = post(&node.http, &path, &[("X-Payment", &header)], "{}").await;
+    assert_eq!(status, 402, "{body}");
+    assert_eq!(body["reason"], "challenge-used", "{body}");
+    assert_ne!(body["challengeId"], challenge["challengeId"]);
+
+    // over JSON-RPC: −32002 with the challenge in data, then paid with a credential
+    let mut client = rpc_connect(&node.rpc).await;
+    let r = rpc_call(
+        &mut client,
+        1,
+        "tool.invoke",
+        json!({"toolId": tool, "params": {"q": 2}}),
+    )
+    .await;
+    assert_eq!(r["error"]["code"], -32002, "{r}");
+    let c = r["error"]["data"]["challenge"].clone();
+    let cred = credential(&python, &c, Twist::None, 501);
+    let r = rpc_call(
+        &mut client,
+        2,
+        "tool.invoke",
+        json!({"toolId": tool, "params": {"q": 2}, "payment": {"credential": cred}}),
+    )
+    .await;
+    assert_eq!(r["result"]["result"]["echo"]["q"], 2, "{r}");
+    assert!(r["result"]["payment"]["receiptId"].is_string(), "{r}");
 }

@@ -107,6 +107,67 @@ pub mod amount_serde {
         let v = serde_json::Value::deserialize(d)?;
         super::parse_amount("amount", &v).map_err(serde::de::Error::custom)
     }
+
+    /// The same for `Option<Amount>` (`null` or absent is `None`; pair it with
+    /// `#[serde(default)]`).
+    pub mod option {
+        use serde::{Deserialize, Deserializer, Serializer};
+
+        /// Writes a string of digits, or `null`.
+        #[allow(clippy::ref_option)] // the shape serde's `with` wants
+        pub fn serialize<S: Serializer>(a: &Option<u128>, s: S) -> Result<S::Ok, S::Error> {
+            match a {
+                Some(a) => s.serialize_str(&a.to_string()),
+                None => s.serialize_none(),
+            }
+        }
+
+        /// Reads `null`, an integer or a string of digits.
+        pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u128>, D::Error> {
+            let v = serde_json::Value::deserialize(d)?;
+            if v.is_null() {
+                return Ok(None);
+            }
+            super::super::parse_amount("amount", &v)
+                .map(Some)
+                .map_err(serde::de::Error::custom)
+        }
+    }
+}
+
+/// A price per use (a priced tool, issue 20): points, USDC atomic units, or both (the payer
+/// chooses). At least one is set and positive ([`Price::check`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Price {
+    /// In points.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        with = "amount_serde::option"
+    )]
+    pub points: Option<Amount>,
+    /// In USDC atomic units (6 decimals).
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        with = "amount_serde::option"
+    )]
+    pub usdc: Option<Amount>,
+}
+
+impl Price {
+    /// At least one positive amount, none above [`MAX_AMOUNT`].
+    pub fn check(&self) -> Result<(), String> {
+        let ok = |a: Option<Amount>| a.is_none_or(|a| a <= MAX_AMOUNT);
+        if !ok(self.points) || !ok(self.usdc) {
+            return Err(format!("price is larger than {MAX_AMOUNT}"));
+        }
+        if self.points.unwrap_or(0) == 0 && self.usdc.unwrap_or(0) == 0 {
+            return Err("price needs a positive points or usdc amount (atomic units)".into());
+        }
+        Ok(())
+    }
 }
 
 /// Lower-case hex with `0x`.

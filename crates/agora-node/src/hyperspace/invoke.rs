@@ -43,6 +43,38 @@ fn unavailable(tool_id: &str, peer_id: &str, reason: &str) -> RpcError {
     }))
 }
 
+/// Asks the payments service to charge one use of `params.tool_id` at `price`, paid to
+/// `payee`.
+async fn charge(
+    payments: &mpsc::Sender<super::payments::Input>,
+    params: &InvokeParams,
+    price: agora_hyperspace::payments::Price,
+    payee: &str,
+    principal: crate::rpc::Principal,
+    from: Option<String>,
+) -> Result<Value, RpcError> {
+    let (reply, answer) = oneshot::channel();
+    let charge = super::payments::Charge {
+        resource: format!("/pay/tools/{}/invoke", params.tool_id),
+        price,
+        payee: payee.to_owned(),
+        payment: params.payment.clone(),
+        principal,
+        from,
+        reply,
+    };
+    if payments
+        .send(super::payments::Input::Charge(charge))
+        .await
+        .is_err()
+    {
+        return Err(RpcError::internal_error().with_message("the payments service is gone"));
+    }
+    answer
+        .await
+        .unwrap_or_else(|_| Err(RpcError::internal_error().with_message("no answer from payments")))
+}
+
 /// The connection behind a local tool's owner name.
 fn conn_of(owner: &str) -> Option<u64> {
     owner.strip_prefix("rpc-conn-")?.parse().ok()
@@ -87,6 +119,7 @@ async fn ask_node_unbounded(
         tool_id: params.tool_id.clone(),
         params: params.params.clone(),
         session_id: params.session_id.clone(),
+        payment: params.payment.clone(),
     };
     let data = serde_json::to_vec(&request)
         .map_err(|e| RpcError::internal_error().with_message(e.to_string()))?;
@@ -119,7 +152,7 @@ impl Service {
         }
         let params: InvokeParams = match agora_hyperspace::state::parse_params(
             call.request.params.as_ref().unwrap_or(&Value::Null),
-            &["toolId", "params", "sessionId"],
+            &["toolId", "params", "sessionId", "payment"],
         ) {
             Ok(p) => p,
             Err(e) => {
@@ -137,7 +170,37 @@ impl Service {
         let links = self.links.clone();
         let mesh = self.mesh.clone();
         let done = self.inputs.clone();
+        let payments = self.payments.clone();
+        let principal = call.principal.clone();
         tokio::spawn(async move {
+            let mut params = params;
+            // A priced tool is paid before it runs: here for a local tool (or a payment on a
+            // channel this node pays), by the tool's node for a credential sent along.
+            let mut paid = None;
+            if let Some(price) = plan.price {
+                let local = matches!(plan.target, InvokeTarget::Local { .. });
+                let on_channel = params
+                    .payment
+                    .as_ref()
+                    .is_some_and(|p| p.get("channelId").is_some() && p.get("nonce").is_none());
+                if local || on_channel {
+                    match charge(&payments, &params, price, &plan.peer_id, principal, None).await {
+                        Ok(receipt) => {
+                            if !local {
+                                params.payment = Some(json!({
+                                    "channelId": receipt["channelId"],
+                                    "nonce": receipt["nonce"],
+                                }));
+                            }
+                            paid = Some(receipt);
+                        }
+                        Err(e) => {
+                            let _ = call.reply.send(Err(e));
+                            return;
+                        }
+                    }
+                }
+            }
             let (outcome, duration_ms, late) = measured(&done, &params.tool_id, async {
                 match &plan.target {
                     InvokeTarget::Local { owner } => match conn_of(owner) {
@@ -149,12 +212,16 @@ impl Service {
             })
             .await;
             let reply = outcome.and_then(|result| {
-                serde_json::to_value(InvokeResult {
+                let mut v = serde_json::to_value(InvokeResult {
                     result,
                     duration: duration_ms,
                     peer_id: plan.peer_id,
                 })
-                .map_err(|e| RpcError::internal_error().with_message(e.to_string()))
+                .map_err(|e| RpcError::internal_error().with_message(e.to_string()))?;
+                if let (Some(p), Some(o)) = (paid, v.as_object_mut()) {
+                    o.insert("payment".into(), p);
+                }
+                Ok(v)
             });
             let _ = call.reply.send(reply);
             if let Some(report) = late {
@@ -194,16 +261,18 @@ impl Service {
                 tool_id,
                 params,
                 session_id,
+                payment,
             } => {
                 let params = InvokeParams {
                     tool_id,
                     params,
                     session_id,
+                    payment,
                 };
-                let conn = match self.tools.plan_invoke(&params, now_ms()) {
+                let (conn, price) = match self.tools.plan_invoke(&params, now_ms()) {
                     Ok(plan) => match plan.target {
-                        InvokeTarget::Local { owner } => conn_of(&owner),
-                        InvokeTarget::Remote { .. } => None,
+                        InvokeTarget::Local { owner } => (conn_of(&owner), plan.price),
+                        InvokeTarget::Remote { .. } => (None, None),
                     },
                     Err(e) => {
                         respond(&self.mesh, channel, Err(e)).await;
@@ -219,7 +288,19 @@ impl Service {
                 let links = self.links.clone();
                 let mesh = self.mesh.clone();
                 let done = self.inputs.clone();
+                let payments = self.payments.clone();
+                let me = self.peer_id.clone();
                 tokio::spawn(async move {
+                    if let Some(price) = price {
+                        let principal = crate::rpc::Principal::ApiKey;
+                        let from = Some(peer.to_string());
+                        if let Err(e) =
+                            charge(&payments, &params, price, &me, principal, from).await
+                        {
+                            respond(&mesh, channel, Err(e)).await;
+                            return;
+                        }
+                    }
                     let timeout = INVOKE_TIMEOUT.saturating_sub(NETWORK_MARGIN);
                     let asked = ask_provider(&links, conn, &params, timeout);
                     let (outcome, _, late) = measured(&done, &params.tool_id, asked).await;

@@ -200,6 +200,8 @@ struct Service {
     throttle: HashMap<String, u64>,
     /// Workers for `guard.validate` and `guard.checkSafety`.
     long_calls: guard::LongCalls,
+    /// The payments service (priced tools are charged there).
+    payments: mpsc::Sender<payments::Input>,
 }
 
 /// What the Hyperspace service needs from the node.
@@ -219,6 +221,8 @@ pub struct HsWiring {
     pub inputs: mpsc::Receiver<Input>,
     /// Where and how long `guard.validate` / `guard.checkSafety` run.
     pub long_calls: LongCallSettings,
+    /// The payments service.
+    pub payments: mpsc::Sender<payments::Input>,
 }
 
 /// What the service loads from the store at start.
@@ -332,6 +336,7 @@ pub async fn run(
         inputs_tx,
         mut inputs,
         long_calls,
+        payments,
     } = wiring;
     let mut svc = Service {
         sessions: Sessions::new(),
@@ -355,6 +360,7 @@ pub async fn run(
         next_discover: 1,
         throttle: HashMap::new(),
         long_calls: guard::LongCalls::new(long_calls),
+        payments,
     };
     svc.restore(restored.snapshots);
     let now = now_ms();

@@ -118,8 +118,30 @@ pub enum Input {
     Settlement(Vec<u8>),
     /// The settlement log (`GET /hyperspace/settlements`).
     Settlements(oneshot::Sender<Value>),
+    /// Charge the price of a priced tool (`tool.invoke`, `POST /pay/tools/{id}/invoke`).
+    Charge(Charge),
     /// Report the service's state (`/status` `payments`).
     Status(oneshot::Sender<Value>),
+}
+
+/// A charge for one use of something priced.
+#[derive(Debug)]
+pub struct Charge {
+    /// What is paid for (`/pay/tools/{toolId}/invoke`).
+    pub resource: String,
+    /// Its price.
+    pub price: agora_hyperspace::payments::Price,
+    /// The node that serves it and is paid (this node, or a remote tool's node).
+    pub payee: String,
+    /// `{credential}`, `{channelId}` or, from another node, `{channelId, nonce}`; `None`
+    /// answers −32002 with a challenge.
+    pub payment: Option<Value>,
+    /// The caller (a session token may spend only its own channels).
+    pub principal: Principal,
+    /// The node that forwarded the call, for `{channelId, nonce}`.
+    pub from: Option<String>,
+    /// `{receiptId, …}` (a credential), `{channelId, nonce}` (a channel), or the error.
+    pub reply: oneshot::Sender<Result<Value, RpcError>>,
 }
 
 /// What the payments task needs from the node.
@@ -174,31 +196,9 @@ enum PayResponse {
         message: String,
         data: Value,
         last_nonce: Option<u64>,
-        #[serde(default, with = "opt_digits")]
+        #[serde(default, with = "agora_hyperspace::payments::amount_serde::option")]
         spent: Option<Amount>,
     },
-}
-
-mod opt_digits {
-    use serde::{Deserialize, Deserializer, Serializer};
-
-    #[allow(clippy::ref_option)] // the shape serde's `with` wants
-    pub(super) fn serialize<S: Serializer>(a: &Option<u128>, s: S) -> Result<S::Ok, S::Error> {
-        match a {
-            Some(a) => s.serialize_str(&a.to_string()),
-            None => s.serialize_none(),
-        }
-    }
-
-    pub(super) fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u128>, D::Error> {
-        let v = serde_json::Value::deserialize(d)?;
-        if v.is_null() {
-            return Ok(None);
-        }
-        agora_hyperspace::payments::parse_amount("amount", &v)
-            .map(Some)
-            .map_err(serde::de::Error::custom)
-    }
 }
 
 /// This node's side of a channel.
@@ -223,7 +223,14 @@ struct Held {
     pending: Option<Voucher>,
     /// The session that opened it (a session token may act only on its own channels).
     session: Option<String>,
+    /// Payee side: the latest accepted vouchers `(nonce, amount, redeemed)`, newest last, at
+    /// most [`RECENT_VOUCHERS`]: a payment named by nonce redeems one use of a priced tool once.
+    #[serde(default)]
+    recent: VecDeque<(u64, String, bool)>,
 }
+
+/// Accepted vouchers remembered per channel for redemption.
+const RECENT_VOUCHERS: usize = 1024;
 
 /// A challenge as kept (row of `hs_pay_challenges`).
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -410,6 +417,13 @@ pub async fn run(prepared: Prepared, mut inputs: mpsc::Receiver<Input>) {
             Input::Settlement(data) => shared.settlement_received(&data).await,
             Input::Settlements(reply) => {
                 let _ = reply.send(shared.settlement_log());
+            }
+            Input::Charge(charge) => {
+                let s = Arc::clone(&shared);
+                tokio::spawn(async move {
+                    let outcome = s.charge(&charge).await;
+                    let _ = charge.reply.send(outcome);
+                });
             }
             Input::Status(reply) => {
                 let _ = reply.send(shared.status());
@@ -863,6 +877,168 @@ impl Shared {
         }
     }
 
+    // ----- charges (priced tools) -----
+
+    /// −32002 "Payment Required" with a fresh challenge for `c` in `data.challenge`, and the
+    /// reason of a refused payment when there was one.
+    async fn payment_required(&self, c: &Charge, why: Option<RpcError>) -> RpcError {
+        let challenge = match self
+            .issue(&c.resource, c.price.points, c.price.usdc, None)
+            .await
+        {
+            Ok(ch) => ch.to_wire(),
+            Err(e) => return e,
+        };
+        let (reason, message) = why.map_or_else(
+            || {
+                (
+                    "payment-required".to_owned(),
+                    format!("Payment Required: {} has a price", c.resource),
+                )
+            },
+            |e| {
+                let reason = e
+                    .data
+                    .as_ref()
+                    .and_then(|d| d.get("reason"))
+                    .and_then(Value::as_str)
+                    .unwrap_or("refused")
+                    .to_owned();
+                (reason, e.message)
+            },
+        );
+        RpcError::from_code(RpcCode::BUDGET_EXCEEDED)
+            .with_message(message)
+            .with_data(json!({ "reason": reason, "challenge": challenge }))
+    }
+
+    /// Takes payment for one use of `c.resource`: a credential (for a challenge of this
+    /// resource, or matched against its price), a payment on a channel to `c.payee` that this
+    /// node pays, or a voucher already accepted on a channel this node is paid on.
+    async fn charge(self: &Arc<Self>, c: &Charge) -> Result<Value, RpcError> {
+        let Some(payment) = &c.payment else {
+            return Err(self.payment_required(c, None).await);
+        };
+        if let Some(raw) = payment.get("credential") {
+            let cred = match Credential::decode(raw) {
+                Ok(cred) => cred,
+                Err(r) => return Err(self.payment_required(c, Some(refused(&r))).await),
+            };
+            if let Some(id) = &cred.challenge_id {
+                let resource = self
+                    .challenges
+                    .lock()
+                    .ok()
+                    .and_then(|m| m.get(id).map(|i| i.challenge.resource.clone()));
+                if resource.as_deref().is_some_and(|r| r != c.resource) {
+                    return Err(self
+                        .payment_required(c, Some(refused(&Refusal::ChallengeMismatch)))
+                        .await);
+                }
+            }
+            let mut random = [0u8; 48];
+            getrandom::fill(&mut random).map_err(|_| internal("no system randomness"))?;
+            let fallback = Challenge::new(
+                random,
+                &c.resource,
+                c.price.points,
+                c.price.usdc,
+                eip712::parse_address(&self.wallet_address),
+                &self.me,
+                &self.settings.chains,
+                now_ms(),
+                u64::try_from(self.settings.challenge_ttl.as_millis()).unwrap_or(u64::MAX),
+            );
+            return match self.accept(&cred, Some(fallback)).await {
+                Ok(receipt) => Ok(json!({
+                    "receiptId": receipt.receipt_id,
+                    "amount": receipt.amount,
+                    "payer": receipt.payer,
+                    "paymentResponse": receipt.payment_response(),
+                })),
+                Err(Accept::Refused(r)) => Err(self.payment_required(c, Some(refused(&r))).await),
+                Err(Accept::Error(e)) => Err(e),
+            };
+        }
+        let channel_id = payment
+            .get("channelId")
+            .and_then(Value::as_str)
+            .ok_or_else(|| invalid("payment is {credential} or {channelId}"))?;
+        let cell = self
+            .channel(channel_id)
+            .ok_or_else(|| invalid(format!("no channel {channel_id}")))?;
+        if let Some(nonce) = payment.get("nonce").and_then(Value::as_u64) {
+            // Between nodes: the caller's node paid this node on the channel; redeem it once.
+            let mut held = cell.lock().await;
+            let payer_ok = c.from.as_deref() == Some(held.channel.payer_peer.as_str());
+            if held.role != Role::Payee || !payer_ok {
+                return Err(invalid(
+                    "this node is not paid on that channel by the caller's node",
+                ));
+            }
+            let price = Self::price_in(&c.price, &held.channel.currency)?;
+            let mut next = held.clone();
+            let slot = next
+                .recent
+                .iter_mut()
+                .find(|(n, _, _)| *n == nonce)
+                .ok_or_else(|| invalid(format!("no accepted voucher {nonce} on the channel")))?;
+            let paid: Amount = slot.1.parse().unwrap_or(0);
+            if slot.2 || paid < price {
+                return Err(invalid(format!(
+                    "voucher {nonce} was already redeemed or pays less than {price}"
+                )));
+            }
+            slot.2 = true;
+            self.persist(&next).await?;
+            *held = next;
+            return Ok(
+                json!({ "channelId": channel_id, "nonce": nonce, "amount": amount_json(paid) }),
+            );
+        }
+        let (price, payee_ok) = {
+            let held = cell.lock().await;
+            (
+                Self::price_in(&c.price, &held.channel.currency)?,
+                held.channel.payee == c.payee && held.role != Role::Payee,
+            )
+        };
+        if !payee_ok {
+            return Err(invalid(format!(
+                "channel {channel_id} does not pay {} from this node",
+                c.payee
+            )));
+        }
+        let paid = self
+            .pay(
+                &c.principal,
+                PayParams {
+                    channel_id: channel_id.to_owned(),
+                    amount: price,
+                    memo: c
+                        .resource
+                        .chars()
+                        .take(agora_hyperspace::payments::params::MAX_MEMO)
+                        .collect(),
+                },
+            )
+            .await?;
+        Ok(json!({ "channelId": channel_id, "nonce": paid["nonce"], "amount": amount_json(price) }))
+    }
+
+    /// The price in a channel's currency.
+    fn price_in(
+        price: &agora_hyperspace::payments::Price,
+        currency: &Currency,
+    ) -> Result<Amount, RpcError> {
+        match currency {
+            Currency::Usdc { .. } => price.usdc,
+            Currency::Points => price.points,
+        }
+        .filter(|p| *p > 0)
+        .ok_or_else(|| invalid(format!("the price has no {} amount", currency.label())))
+    }
+
     // ----- channels -----
 
     fn channel(&self, id: &str) -> Option<Arc<tokio::sync::Mutex<Held>>> {
@@ -966,6 +1142,7 @@ impl Shared {
             role,
             pending: None,
             session,
+            recent: VecDeque::new(),
         };
         self.persist(&held).await?;
         let wire = held.channel.to_wire();
@@ -1118,6 +1295,11 @@ impl Shared {
         if let Err(e) = next.channel.accept(voucher) {
             self.count("vouchers_refused");
             return Err(channel_error(&e));
+        }
+        next.recent
+            .push_back((voucher.nonce, voucher.amount.to_string(), false));
+        while next.recent.len() > RECENT_VOUCHERS {
+            next.recent.pop_front();
         }
         self.persist(&next).await?;
         *held = next;
@@ -1327,6 +1509,7 @@ impl Shared {
                     role: Role::Payee,
                     pending: None,
                     session: None,
+                    recent: VecDeque::new(),
                 };
                 if let Err(e) = self.insert_channel(held.clone()) {
                     return refuse(e, None);
