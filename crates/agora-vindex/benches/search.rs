@@ -12,7 +12,8 @@
 //! Environment: `VINDEX_PYTHON` (default `python3`) runs the FAISS script; `VINDEX_N` (default
 //! 100,000) and `VINDEX_QUERIES` (default 500) size the run; `VINDEX_WORKLOADS`
 //! (`clustered,uniform`) picks the workloads; `VINDEX_CROSSOVER=0` skips the exact/HNSW crossover
-//! sweep; `VINDEX_M` and `VINDEX_EF_CONSTRUCTION` change the graph parameters of both engines.
+//! sweep; `VINDEX_M` and `VINDEX_EF_CONSTRUCTION` change the graph parameters of both engines,
+//! `VINDEX_PARALLEL_BUILD=0` builds ours from one thread.
 //! Graph builds add from one thread per core.
 
 use std::fs;
@@ -31,12 +32,14 @@ const EF_SWEEP: [usize; 9] = [16, 24, 32, 48, 64, 80, 96, 128, 256];
 const CROSSOVER_SIZES: [usize; 3] = [5_000, 10_000, 20_000];
 
 /// The graph parameters measured: the defaults, or `VINDEX_M` and `VINDEX_EF_CONSTRUCTION`
-/// (FAISS gets the same).
+/// (FAISS gets the same); `VINDEX_PARALLEL_BUILD=0` builds our graph from one thread, as FAISS
+/// builds its own here.
 fn bench_config() -> IndexConfig {
     let d = IndexConfig::default();
     IndexConfig {
         m: env_usize("VINDEX_M", d.m),
         ef_construction: env_usize("VINDEX_EF_CONSTRUCTION", d.ef_construction),
+        parallel_build: env_usize("VINDEX_PARALLEL_BUILD", usize::from(d.parallel_build)) != 0,
         ..d
     }
 }
@@ -235,7 +238,11 @@ fn print_report(name: &str, n: usize, nq: usize, ours: &Report, faiss: Result<&V
         .map_or_else(|| "n/a".into(), |m| format!("{m:.0} MB"));
     println!(
         "ours  build (exact store + HNSW, {} threads) {:.1} s; memory: RSS +{rss}, memory_bytes {:.0} MB ({:.0} B/vector); usearch kernels: {}",
-        std::thread::available_parallelism().map_or(1, |n| n.get()),
+        if config.parallel_build {
+            std::thread::available_parallelism().map_or(1, |n| n.get())
+        } else {
+            1
+        },
         ours.build_s,
         ours.estimate_mb,
         ours.estimate_mb * 1e6 / n as f64,

@@ -559,3 +559,124 @@ async fn a_priced_tool_answers_402_then_runs_for_an_x402_payment_over_http() {
     assert_eq!(r["result"]["result"]["echo"]["q"], 2, "{r}");
     assert!(r["result"]["payment"]["receiptId"].is_string(), "{r}");
 }
+
+/// `kill -9` of the payee's node in the middle of 10,000 payments on a channel from another
+/// node: after its restart no accepted payment is lost, none is counted twice, and the nonces
+/// go on from where they stopped (every accepted voucher is one nonce, so the last nonce times
+/// the amount is the total).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kill_9_the_payee_during_10000_channel_payments_loses_and_doubles_nothing() {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicU64, Ordering};
+    const PAYMENTS: u64 = 10_000;
+    const AMOUNT: u64 = 7;
+    const KILL_AT: u64 = 3_000;
+    let dir = tempfile::tempdir().unwrap();
+    let q_data = dir.path().join("payee");
+    let mut payee = Some(spawn_node(&q_data, &[], 30, &[]));
+    let q_peer = payee.as_ref().unwrap().peer_id.clone();
+    let q_p2p = payee.as_ref().unwrap().p2p.clone();
+    let payer = spawn_node(&dir.path().join("payer"), &[q_p2p.as_str()], 30, &[]);
+    let http = payer.http.clone();
+    let peer = q_peer.clone();
+    eventually(Duration::from_secs(20), async || {
+        support::connected(&http)
+            .await
+            .contains(&peer)
+            .then_some(())
+    })
+    .await
+    .expect("connected");
+    let mut ws = rpc_connect(&payer.rpc).await;
+    let opened = rpc_call(
+        &mut ws,
+        1,
+        "micropayments.channel.open",
+        json!({"payee": q_peer, "budget": PAYMENTS * AMOUNT, "currency": "USDC"}),
+    )
+    .await;
+    let ch = opened["result"]["channelId"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{opened}"))
+        .to_owned();
+
+    let answered = Arc::new(AtomicU64::new(0));
+    let q_pid = payee.as_ref().unwrap().child.id();
+    let killer = {
+        let answered = Arc::clone(&answered);
+        tokio::spawn(async move {
+            while answered.load(Ordering::Acquire) < KILL_AT {
+                tokio::time::sleep(Duration::from_millis(1)).await;
+            }
+            let status = Command::new("kill")
+                .args(["-9", &q_pid.to_string()])
+                .status()
+                .unwrap();
+            assert!(status.success());
+        })
+    };
+    let (mut ok, mut failed, mut last_nonce) = (0u64, 0u64, 0u64);
+    let mut restarted = false;
+    let mut id = 10;
+    // Paced under the face's 200 requests per second and connection.
+    let mut pace = tokio::time::interval(Duration::from_millis(6));
+    while ok + failed < PAYMENTS {
+        pace.tick().await;
+        id += 1;
+        let r = rpc_call(
+            &mut ws,
+            id,
+            "micropayments.channel.pay",
+            json!({"channelId": ch, "amount": AMOUNT}),
+        )
+        .await;
+        if let Some(n) = r["result"]["nonce"].as_u64() {
+            assert!(n > last_nonce, "nonces only grow: {n} after {last_nonce}");
+            last_nonce = n;
+            ok += 1;
+            answered.store(ok, Ordering::Release);
+        } else {
+            assert_eq!(r["error"]["code"], -32006, "{r}");
+            failed += 1;
+            if !restarted && killer.is_finished() {
+                // The payee is dead: start it again on the same data, joining the payer.
+                drop(payee.take());
+                payee = Some(spawn_node(&q_data, &[payer.p2p.as_str()], 30, &[]));
+                restarted = true;
+            }
+        }
+    }
+    assert!(
+        restarted && failed > 0,
+        "the payee was killed and payments failed meanwhile"
+    );
+    let r = rpc_call(
+        &mut ws,
+        1,
+        "micropayments.channel.close",
+        json!({"channelId": ch}),
+    )
+    .await;
+    let total = r["result"]["totalSpent"]
+        .as_u64()
+        .unwrap_or_else(|| panic!("{r}"));
+    // Nothing accepted is lost: every answered payment is in the payee's total.
+    assert!(total >= ok * AMOUNT, "{total} < {}", ok * AMOUNT);
+    // Nothing is counted twice: beyond the answered ones, at most the failed ones landed.
+    assert!(
+        total <= (ok + failed) * AMOUNT,
+        "{total} > {}",
+        (ok + failed) * AMOUNT
+    );
+    assert_eq!(total % AMOUNT, 0);
+    // The nonces went on: the payee's last nonce is its number of vouchers.
+    let q = payee.as_ref().unwrap();
+    let mut at_q = rpc_connect(&q.rpc).await;
+    let r = rpc_call(&mut at_q, 1, "micropayments.channel.pay", json!({"channelId": ch, "voucher": {
+        "channelId": ch, "nonce": 1, "cumulative": "7", "amount": "7", "signature": format!("0x{}", "00".repeat(65))}})).await;
+    assert_eq!(r["error"]["data"]["reason"], "channel-closed", "{r}");
+    assert!(last_nonce <= total / AMOUNT && total / AMOUNT <= last_nonce + failed);
+    assert_eq!(r["error"]["data"]["spent"], total, "{r}");
+    assert_eq!(r["error"]["data"]["lastNonce"], total / AMOUNT, "{r}");
+    eprintln!("payments: payee total {total} = {} vouchers; last answered nonce {last_nonce}", total / AMOUNT);
+}

@@ -1287,12 +1287,14 @@ impl Shared {
     /// The payee's side of a voucher: the payer's signature, then the channel's checks, then
     /// the new state written, all under the channel's lock (held by the caller).
     async fn take_voucher(&self, held: &mut Held, voucher: &Voucher) -> Result<(), RpcError> {
-        if let Err(e) = held.channel.check_signature(voucher, Self::peer_key) {
-            self.count("vouchers_refused");
-            return Err(channel_error(&e));
-        }
+        // The channel's state first (closed, nonce, budget: no signature needed to refuse),
+        // then the signature of a voucher that would be accepted.
         let mut next = held.clone();
-        if let Err(e) = next.channel.accept(voucher) {
+        let checked = next
+            .channel
+            .accept(voucher)
+            .and_then(|()| held.channel.check_signature(voucher, Self::peer_key));
+        if let Err(e) = checked {
             self.count("vouchers_refused");
             return Err(channel_error(&e));
         }
