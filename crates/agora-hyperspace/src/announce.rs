@@ -493,6 +493,7 @@ mod tests {
             latency: 0,
             version: 0,
             updated_at: 0,
+            wallet_address: None,
         }
     }
 

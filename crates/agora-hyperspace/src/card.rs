@@ -111,6 +111,10 @@ pub struct CapabilityCard {
     pub version: u64,
     /// When the publisher made this version, Unix milliseconds (its clock).
     pub updated_at: u64,
+    /// The peer's wallet address (`0x`, 40 hex digits), where it is paid in USDC
+    /// (`micropayments`); absent on nodes that say nothing of payments.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wallet_address: Option<String>,
 }
 
 /// Memory bounds of [`CardTable`] and of one card (see the module docs).
@@ -227,6 +231,11 @@ pub fn validate_card(card: &mut CapabilityCard, limits: &CardLimits) -> Result<(
             "geo",
             format!("must be 1..={} bytes", limits.max_geo_bytes),
         ));
+    }
+    if let Some(w) = &card.wallet_address
+        && crate::payments::eip712::parse_address(w).is_none()
+    {
+        return Err(invalid("walletAddress", "must be a 0x address"));
     }
     if card.task_types.len() > limits.max_task_types {
         return Err(invalid(

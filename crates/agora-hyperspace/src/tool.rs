@@ -551,6 +551,8 @@ pub struct InvokePlan {
 pub struct ToolRegistry {
     local_peer_id: String,
     local_geo: Option<String>,
+    #[serde(default)]
+    local_wallet: Option<String>,
     local: BTreeMap<String, LocalTool>,
     analytics: BTreeMap<String, Analytics>,
     cards: CardTable,
@@ -578,6 +580,7 @@ impl ToolRegistry {
         Self {
             local_peer_id: local_peer_id.into(),
             local_geo: None,
+            local_wallet: None,
             local: BTreeMap::new(),
             analytics: BTreeMap::new(),
             cards: CardTable::with_limits(card_limits),
@@ -602,6 +605,11 @@ impl ToolRegistry {
     #[must_use]
     pub fn local_peer_id(&self) -> &str {
         &self.local_peer_id
+    }
+
+    /// Sets the wallet address this node's card publishes.
+    pub fn set_local_wallet(&mut self, wallet: Option<String>) {
+        self.local_wallet = wallet;
     }
 
     /// Sets this node's region, matched by the `geo` filter for local tools.
@@ -1123,6 +1131,7 @@ impl ToolRegistry {
             latency,
             version,
             updated_at,
+            wallet_address: self.local_wallet.clone(),
         }
     }
 }

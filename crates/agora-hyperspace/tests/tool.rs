@@ -83,6 +83,7 @@ fn card(peer: &str, tools: Vec<ToolRecord>, version: u64) -> CapabilityCard {
         latency: 40,
         version,
         updated_at: T0 + version,
+        wallet_address: None,
     }
 }
 
@@ -953,6 +954,7 @@ fn arb_card(version: u64) -> impl Strategy<Value = CapabilityCard> {
                 latency,
                 version,
                 updated_at,
+                wallet_address: None,
             },
         )
 }

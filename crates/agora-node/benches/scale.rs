@@ -248,6 +248,7 @@ async fn start_agora(
                 long_calls: hyperspace::LongCallSettings::default(),
                 // no payments service: the bench registers no priced tool
                 payments: mpsc::channel(1).0,
+                wallet_address: None,
             },
         ));
         let router = tokio::spawn(agora_node::route_mesh_events(

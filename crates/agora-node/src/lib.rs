@@ -182,6 +182,22 @@ pub async fn run_until(
     };
     hyperspace::restore_tokens(&tokens, &restored.snapshots);
     let links = rpc::Links::default();
+    let payments = {
+        let settings = hyperspace::payments::PaymentSettings::default();
+        let wiring = hyperspace::payments::Wiring {
+            peer_id: mesh.peer_id().to_string(),
+            key: keys::signing_key(&keypair)?,
+            mesh: mesh_tx.clone(),
+        };
+        let (s, data) = (store.clone(), config.data.clone());
+        tokio::task::spawn_blocking(move || {
+            hyperspace::payments::prepare(&data, s, settings, wiring)
+        })
+        .await
+        .map_err(|e| NodeError::Payments(e.to_string()))?
+        .map_err(NodeError::Payments)?
+    };
+    tracing::info!(wallet = payments.wallet_address(), "payments wallet");
     let (pay_tx, pay_rx) = mpsc::channel(1024);
     let hs_task = tokio::spawn(hyperspace::run(
         store.clone(),
@@ -200,6 +216,7 @@ pub async fn run_until(
                 ..hyperspace::LongCallSettings::default()
             },
             payments: pay_tx.clone(),
+            wallet_address: Some(payments.wallet_address()),
         },
     ));
     let (mem_tx, mem_rx) = mpsc::channel(4096);
@@ -310,22 +327,6 @@ pub async fn run_until(
             .map_err(NodeError::Improving)?
     };
     tokio::spawn(hyperspace::improving::run(improving, imp_rx));
-    let payments = {
-        let settings = hyperspace::payments::PaymentSettings::default();
-        let wiring = hyperspace::payments::Wiring {
-            peer_id: mesh.peer_id().to_string(),
-            key: keys::signing_key(&keypair)?,
-            mesh: mesh_tx.clone(),
-        };
-        let (s, data) = (store.clone(), config.data.clone());
-        tokio::task::spawn_blocking(move || {
-            hyperspace::payments::prepare(&data, s, settings, wiring)
-        })
-        .await
-        .map_err(|e| NodeError::Payments(e.to_string()))?
-        .map_err(NodeError::Payments)?
-    };
-    tracing::info!(wallet = payments.wallet_address(), "payments wallet");
     tokio::spawn(hyperspace::payments::run(payments, pay_rx));
     tokio::spawn(route_mesh_events(
         events_rx,

@@ -16,9 +16,14 @@
 //!   line in the same run; `improving.getExemplars` on a 10,000-trajectory library, p50/p99,
 //!   beside the same selection in process (`Library::exemplars`).
 //!
+//! - Micropayments: `micropayments.channel.pay` on one channel, latency (one client) and
+//!   throughput (8 clients on the same channel, payments serialised by the channel), with the
+//!   payee on the same node and on another node (each payment durable before its answer).
+//!
 //! Run: `cargo bench -p agora --bench mesh` (prints a table; figures go in docs/performance.md);
 //! `-- rpc` for JSON-RPC calls only, `-- tools` for the Hyperspace tool figures only, `-- memory`
-//! for the memory figures only, `-- improving` for the self-improving figures only.
+//! for the memory figures only, `-- improving` for the self-improving figures only, `-- payments`
+//! for the payment channel figures only.
 //! This is a measurement harness, not a test: it asserts nothing about the numbers.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout)]
@@ -365,7 +370,12 @@ fn main() {
     let only_tools = std::env::args().any(|a| a == "tools");
     let only_memory = std::env::args().any(|a| a == "memory");
     let only_improving = std::env::args().any(|a| a == "improving");
+    let only_payments = std::env::args().any(|a| a == "payments");
     rt.block_on(async {
+        if only_payments {
+            payments_bench().await;
+            return;
+        }
         if only_improving {
             improving_bench().await;
             return;
@@ -457,6 +467,82 @@ async fn memory_nodes(dir: &std::path::Path, embedder: &str) -> Vec<Node> {
         .expect("3 memory members");
     }
     nodes
+}
+
+/// `micropayments.channel.pay` on a channel from A to `payee`: p50/p99 of 500 payments from one
+/// client, then payments per second with 8 clients on the same channel.
+async fn channel_pay(a: &Node, payee: &str, label: &str) {
+    let ms = |d: Duration| d.as_secs_f64() * 1e3;
+    let mut ws = support::rpc_connect(&a.rpc).await;
+    let opened = support::rpc_call(
+        &mut ws,
+        1,
+        "micropayments.channel.open",
+        json!({"payee": payee, "budget": "1000000000000", "currency": "USDC"}),
+    )
+    .await;
+    let ch = opened["result"]["channelId"].as_str().unwrap().to_owned();
+    let pay = |id: u64| json!({"channelId": ch, "amount": 3000, "memo": format!("call {id}")});
+    for i in 0..WARM_UP {
+        support::rpc_call(&mut ws, 10 + i, "micropayments.channel.pay", pay(i)).await;
+    }
+    let mut times = Vec::new();
+    let mut pace = tokio::time::interval(Duration::from_millis(5));
+    for i in 0..500 {
+        pace.tick().await;
+        let t = Instant::now();
+        let r = support::rpc_call(&mut ws, 1000 + i, "micropayments.channel.pay", pay(i)).await;
+        times.push(t.elapsed());
+        assert!(r["result"]["nonce"].is_u64(), "{r}");
+    }
+    times.sort();
+    println!(
+        "| channel.pay {label}, one client, 500 payments | p50 {:.2} ms, p99 {:.2} ms |",
+        ms(percentile(&times, 0.5)),
+        ms(percentile(&times, 0.99))
+    );
+    let started = Instant::now();
+    let mut clients = Vec::new();
+    for c in 0..8u64 {
+        let rpc = a.rpc.clone();
+        let ch = ch.clone();
+        clients.push(tokio::spawn(async move {
+            let mut ws = support::rpc_connect(&rpc).await;
+            let mut pace = tokio::time::interval(Duration::from_millis(5));
+            for i in 0..250u64 {
+                pace.tick().await;
+                let r = support::rpc_call(
+                    &mut ws,
+                    i + 1,
+                    "micropayments.channel.pay",
+                    json!({"channelId": ch, "amount": 3000, "memo": format!("client {c}")}),
+                )
+                .await;
+                assert!(r["result"]["nonce"].is_u64(), "{r}");
+            }
+        }));
+    }
+    for c in clients {
+        c.await.unwrap();
+    }
+    let rate = 2000.0 / started.elapsed().as_secs_f64();
+    println!(
+        "| channel.pay {label}, 8 clients on the channel, 2,000 payments | {rate:.0} payments/s |"
+    );
+}
+
+async fn payments_bench() {
+    let dir = tempfile::tempdir().unwrap();
+    let a = spawn_node(&dir.path().join("a"), &[], 30, &[]);
+    let b = spawn_node(&dir.path().join("b"), &[a.p2p.as_str()], 30, &[]);
+    let (http, peer) = (a.http.clone(), b.peer_id.clone());
+    eventually(Duration::from_secs(20), async || {
+        connected(&http).await.contains(&peer).then_some(())
+    })
+    .await
+    .expect("connected");
+    channel_pay(&a, &a.peer_id, "payee on the same node").await;
+    channel_pay(&a, &b.peer_id, "payee on another node").await;
 }
 
 /// Calls made before a latency is measured (not counted).

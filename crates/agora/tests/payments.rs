@@ -293,6 +293,21 @@ async fn a_channel_between_two_nodes_pays_closes_and_refunds_exactly() {
     })
     .await
     .expect("the payer node connects to the payee node");
+    // The payee's capability card publishes its wallet address.
+    let wallet = get_json(&payee.http, "/status").await["payments"]["walletAddress"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let http = payer.http.clone();
+    eventually(Duration::from_secs(30), async || {
+        get_json(&http, "/hyperspace/cards")
+            .await
+            .to_string()
+            .contains(&wallet)
+            .then_some(())
+    })
+    .await
+    .expect("the payee's card, with its wallet address, reaches the payer's node");
     let mut ws = rpc_connect(&payer.rpc).await;
     for (k, currency) in ["USDC", "points"].into_iter().enumerate() {
         let k = k as u64 * 1000;
@@ -678,5 +693,8 @@ async fn kill_9_the_payee_during_10000_channel_payments_loses_and_doubles_nothin
     assert!(last_nonce <= total / AMOUNT && total / AMOUNT <= last_nonce + failed);
     assert_eq!(r["error"]["data"]["spent"], total, "{r}");
     assert_eq!(r["error"]["data"]["lastNonce"], total / AMOUNT, "{r}");
-    eprintln!("payments: payee total {total} = {} vouchers; last answered nonce {last_nonce}", total / AMOUNT);
+    eprintln!(
+        "payments: payee total {total} = {} vouchers; last answered nonce {last_nonce}",
+        total / AMOUNT
+    );
 }

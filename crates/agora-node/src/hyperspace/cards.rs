@@ -391,6 +391,7 @@ impl Service {
                     "updatedAt": e.card.updated_at,
                     "live": self.tools.cards().is_live(&e.card.peer_id, now),
                     "tools": e.card.tools.iter().map(|t| t.id.as_str()).collect::<Vec<_>>(),
+                    "walletAddress": e.card.wallet_address,
                 })
             })
             .collect();

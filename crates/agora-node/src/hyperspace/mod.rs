@@ -223,6 +223,8 @@ pub struct HsWiring {
     pub long_calls: LongCallSettings,
     /// The payments service.
     pub payments: mpsc::Sender<payments::Input>,
+    /// The wallet address the node's card publishes.
+    pub wallet_address: Option<String>,
 }
 
 /// What the service loads from the store at start.
@@ -337,6 +339,7 @@ pub async fn run(
         mut inputs,
         long_calls,
         payments,
+        wallet_address,
     } = wiring;
     let mut svc = Service {
         sessions: Sessions::new(),
@@ -362,6 +365,7 @@ pub async fn run(
         long_calls: guard::LongCalls::new(long_calls),
         payments,
     };
+    svc.tools.set_local_wallet(wallet_address);
     svc.restore(restored.snapshots);
     let now = now_ms();
     for tool in restored.tools {
