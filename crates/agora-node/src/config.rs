@@ -86,6 +86,8 @@ pub struct Config {
     pub learning: LearningConfig,
     /// `[improving]` settings.
     pub improving: ImprovingConfig,
+    /// `[payments]` settings.
+    pub payments: PaymentsConfig,
 }
 
 /// `[memory]` settings (`docs/node.md` "Memory").
@@ -272,6 +274,18 @@ impl Default for ImprovingConfig {
     }
 }
 
+/// `[payments]` settings (`docs/node.md` "Micropayments").
+#[derive(Clone, Debug, PartialEq, Eq, Default)]
+pub struct PaymentsConfig {
+    /// The wallet's secp256k1 key file (`wallet_key_file`, `AGORA_PAYMENTS_WALLET_KEY_FILE`;
+    /// default `<data>/wallet.key`, created at first start; a relative path is taken from the
+    /// data directory).
+    pub wallet_key_file: Option<PathBuf>,
+    /// How long a payment challenge stays payable, seconds (`challenge_ttl_secs`,
+    /// `AGORA_PAYMENTS_CHALLENGE_TTL_SECS`; 10..86,400, default 300).
+    pub challenge_ttl_secs: Option<u64>,
+}
+
 /// Does an `http://` URL name a loopback host (`127.0.0.0/8`, `[::1]` or `localhost`)?
 fn is_loopback_url(url: &str) -> bool {
     let rest = url.split_once("://").map_or(url, |(_, r)| r);
@@ -433,6 +447,7 @@ impl Default for Config {
             memory: MemoryConfig::default(),
             learning: LearningConfig::default(),
             improving: ImprovingConfig::default(),
+            payments: PaymentsConfig::default(),
         }
     }
 }
@@ -500,6 +515,14 @@ struct File {
     memory: Option<FileMemory>,
     learning: Option<FileLearning>,
     improving: Option<FileImproving>,
+    payments: Option<FilePayments>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FilePayments {
+    wallet_key_file: Option<PathBuf>,
+    challenge_ttl_secs: Option<u64>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -745,6 +768,10 @@ pub struct Overrides {
     pub improving_api_key: Option<String>,
     /// `AGORA_IMPROVING_TIMEOUT_MS`.
     pub improving_timeout_ms: Option<u64>,
+    /// `AGORA_PAYMENTS_WALLET_KEY_FILE`.
+    pub payments_wallet_key_file: Option<PathBuf>,
+    /// `AGORA_PAYMENTS_CHALLENGE_TTL_SECS`.
+    pub payments_challenge_ttl_secs: Option<u64>,
 }
 
 impl Config {
@@ -840,6 +867,11 @@ impl Config {
             improving_model: file.improving.as_ref().and_then(|i| i.model.clone()),
             improving_api_key: file.improving.as_ref().and_then(|i| i.api_key.clone()),
             improving_timeout_ms: file.improving.as_ref().and_then(|i| i.timeout_ms),
+            payments_wallet_key_file: file
+                .payments
+                .as_ref()
+                .and_then(|p| p.wallet_key_file.clone()),
+            payments_challenge_ttl_secs: file.payments.as_ref().and_then(|p| p.challenge_ttl_secs),
         })?;
         if let Some(agtp) = file.agtp {
             self.apply_agtp(agtp, path)?;
@@ -870,6 +902,18 @@ impl Config {
         self.apply_memory(&o)?;
         self.apply_learning(&o)?;
         self.apply_improving(&o)?;
+        if let Some(f) = &o.payments_wallet_key_file {
+            if f.as_os_str().is_empty() {
+                return Err(invalid("payments.wallet_key_file", "must not be empty"));
+            }
+            self.payments.wallet_key_file = Some(f.clone());
+        }
+        if let Some(t) = o.payments_challenge_ttl_secs {
+            if !(10..=86_400).contains(&t) {
+                return Err(invalid("payments.challenge_ttl_secs", "must be 10..86400"));
+            }
+            self.payments.challenge_ttl_secs = Some(t);
+        }
         if let Some(d) = o.data {
             self.data = d;
         }
@@ -1308,6 +1352,8 @@ impl Config {
             improving_model: get("AGORA_IMPROVING_MODEL"),
             improving_api_key: get("AGORA_IMPROVING_API_KEY"),
             improving_timeout_ms: number(&get, "AGORA_IMPROVING_TIMEOUT_MS")?,
+            payments_wallet_key_file: get("AGORA_PAYMENTS_WALLET_KEY_FILE").map(PathBuf::from),
+            payments_challenge_ttl_secs: number(&get, "AGORA_PAYMENTS_CHALLENGE_TTL_SECS")?,
         })
     }
 
@@ -1897,6 +1943,37 @@ mod tests {
             .unwrap();
         let err = c.validate().unwrap_err();
         assert!(err.to_string().starts_with("improving.base_url:"), "{err}");
+    }
+
+    #[test]
+    fn payments_settings_layer_and_are_checked() {
+        let mut c = Config::default();
+        assert_eq!(c.payments, PaymentsConfig::default());
+        c.apply_file(
+            "[payments]\nwallet_key_file = \"keys/w.key\"\nchallenge_ttl_secs = 60",
+            Path::new("agora.toml"),
+        )
+        .unwrap();
+        assert_eq!(
+            c.payments.wallet_key_file,
+            Some(PathBuf::from("keys/w.key"))
+        );
+        assert_eq!(c.payments.challenge_ttl_secs, Some(60));
+        let env = Config::env_overrides(|k| {
+            (k == "AGORA_PAYMENTS_CHALLENGE_TTL_SECS").then(|| "600".to_owned())
+        })
+        .unwrap();
+        c.apply(env).unwrap();
+        assert_eq!(c.payments.challenge_ttl_secs, Some(600));
+        refused(
+            "[payments]\nchallenge_ttl_secs = 5",
+            "payments.challenge_ttl_secs:",
+        );
+        refused(
+            "[payments]\nwallet_key_file = \"\"",
+            "payments.wallet_key_file:",
+        );
+        refused("[payments]\nwallet = \"x\"", "");
     }
 
     #[test]

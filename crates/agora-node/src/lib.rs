@@ -183,7 +183,19 @@ pub async fn run_until(
     hyperspace::restore_tokens(&tokens, &restored.snapshots);
     let links = rpc::Links::default();
     let payments = {
-        let settings = hyperspace::payments::PaymentSettings::default();
+        let d = hyperspace::payments::PaymentSettings::default();
+        let settings = hyperspace::payments::PaymentSettings {
+            wallet_file: config
+                .payments
+                .wallet_key_file
+                .clone()
+                .unwrap_or_else(|| d.wallet_file.clone()),
+            challenge_ttl: config
+                .payments
+                .challenge_ttl_secs
+                .map_or(d.challenge_ttl, Duration::from_secs),
+            ..d
+        };
         let wiring = hyperspace::payments::Wiring {
             peer_id: mesh.peer_id().to_string(),
             key: keys::signing_key(&keypair)?,

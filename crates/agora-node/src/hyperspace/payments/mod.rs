@@ -266,6 +266,7 @@ struct Shared {
     /// Settlement topics subscribed (by round).
     rounds: Mutex<Vec<u64>>,
     counters: Mutex<std::collections::BTreeMap<&'static str, u64>>,
+    settler: Box<dyn Settler>,
 }
 
 impl std::fmt::Debug for Shared {
@@ -363,6 +364,7 @@ pub fn prepare(
             settlement_seq: AtomicU64::new(next_seq),
             rounds: Mutex::new(Vec::new()),
             counters: Mutex::new(std::collections::BTreeMap::new()),
+            settler: Box::new(NoChainSettler),
         }),
     })
 }
@@ -754,9 +756,22 @@ impl Shared {
         Ok(receipt)
     }
 
-    /// Keeps `record` in the log and publishes it on its round's topic (the no-chain settler:
-    /// nothing is submitted to a chain).
+    /// Hands `record` to the settler, keeps it in the log and publishes it on its round's
+    /// topic.
     async fn settle(&self, record: &Record) {
+        match self.settler.submit(record) {
+            Settled::Recorded => {}
+            Settled::Submitted { transaction } => {
+                tracing::info!(transaction, id = record.id(), "payment settled");
+            }
+            Settled::Failed { reason } => {
+                tracing::warn!(
+                    reason,
+                    id = record.id(),
+                    "a settlement failed; it stays recorded"
+                );
+            }
+        }
         self.log_settlement(record, &self.me).await;
         let Ok(d) = serde_json::to_string(record) else {
             return;
@@ -819,7 +834,7 @@ impl Shared {
             .lock()
             .map(|l| l.iter().rev().map(|(_, v)| v.clone()).collect())
             .unwrap_or_default();
-        json!({ "settlements": log, "settler": "none" })
+        json!({ "settlements": log, "settler": self.settler.name() })
     }
 
     /// A settlement envelope from gossip: kept when the payer's signature holds.
@@ -1578,6 +1593,49 @@ impl Shared {
                 }
             }
         }
+    }
+}
+
+/// What a settler did with a record.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Settled {
+    /// Recorded only (no chain).
+    Recorded,
+    /// Submitted to a chain as `transaction`.
+    Submitted {
+        /// The transaction hash.
+        transaction: String,
+    },
+    /// The submission failed.
+    Failed {
+        /// Why.
+        reason: String,
+    },
+}
+
+/// Moves what accepted payments and closed channels owe onto a chain: an EIP-3009
+/// `transferWithAuthorization` with the credential's signature, or a channel's last voucher
+/// to an escrow contract. Called once per record by the payee's node, off the call that
+/// accepted it.
+pub trait Settler: Send + Sync + std::fmt::Debug {
+    /// The settler's name (`/hyperspace/settlements` `settler`).
+    fn name(&self) -> &'static str;
+    /// Settles `record`.
+    fn submit(&self, record: &Record) -> Settled;
+}
+
+/// The settler of a node without a chain: it records, and submits nothing. A USDC receipt then
+/// means "a valid, unreplayed authorization for this amount", not "the money moved".
+#[derive(Debug, Default, Clone, Copy)]
+pub struct NoChainSettler;
+
+impl Settler for NoChainSettler {
+    fn name(&self) -> &'static str {
+        "none"
+    }
+
+    fn submit(&self, _record: &Record) -> Settled {
+        Settled::Recorded
     }
 }
 
