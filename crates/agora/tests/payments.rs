@@ -698,3 +698,109 @@ async fn kill_9_the_payee_during_10000_channel_payments_loses_and_doubles_nothin
         total / AMOUNT
     );
 }
+
+/// A priced tool paid from a channel: on its own node (a channel from the node to itself), and
+/// on another node (the caller's node pays the tool's node on their channel, and the tool's
+/// node redeems that payment once).
+#[tokio::test]
+async fn a_priced_tool_is_paid_from_a_channel_locally_and_across_nodes() {
+    let dir = tempfile::tempdir().unwrap();
+    let b = spawn_node(&dir.path().join("b"), &[], 30, &[]);
+    let a = spawn_node(&dir.path().join("a"), &[b.p2p.as_str()], 30, &[]);
+    let mut provider = rpc_connect(&b.rpc).await;
+    let tool = support::register_tool(
+        &mut provider,
+        json!({"name": "summarise", "description": "a priced tool", "schema": {"type": "object"},
+               "capabilities": ["summarise"], "price": {"points": 5}}),
+    )
+    .await;
+    let _serving = serve_tool(provider);
+
+    // on B itself: a channel from B to B
+    let mut at_b = rpc_connect(&b.rpc).await;
+    let opened = rpc_call(
+        &mut at_b,
+        1,
+        "micropayments.channel.open",
+        json!({"payee": b.peer_id, "budget": 12, "currency": "points"}),
+    )
+    .await;
+    let local = opened["result"]["channelId"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{opened}"))
+        .to_owned();
+    for i in 0..2u64 {
+        let r = rpc_call(
+            &mut at_b,
+            10 + i,
+            "tool.invoke",
+            json!({"toolId": tool, "params": {"n": i}, "payment": {"channelId": local}}),
+        )
+        .await;
+        assert_eq!(r["result"]["result"]["echo"]["n"], i, "{r}");
+        assert_eq!(r["result"]["payment"]["nonce"], i + 1, "{r}");
+    }
+    // 12 − 2 × 5 = 2 left: the third use is over budget
+    let r = rpc_call(
+        &mut at_b,
+        20,
+        "tool.invoke",
+        json!({"toolId": tool, "params": {}, "payment": {"channelId": local}}),
+    )
+    .await;
+    assert_eq!(r["error"]["code"], -32002, "{r}");
+    assert_eq!(r["error"]["data"]["remaining"], 2, "{r}");
+
+    // from A, once A knows B's card: a channel from A to B
+    let mut at_a = rpc_connect(&a.rpc).await;
+    support::discover_tool(
+        &mut at_a,
+        json!({"query": "summarise"}),
+        &tool,
+        Duration::from_secs(30),
+    )
+    .await
+    .expect("A discovers B's tool");
+    let opened = rpc_call(
+        &mut at_a,
+        1,
+        "micropayments.channel.open",
+        json!({"payee": b.peer_id, "budget": 100, "currency": "points"}),
+    )
+    .await;
+    let remote = opened["result"]["channelId"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{opened}"))
+        .to_owned();
+    let r = rpc_call(
+        &mut at_a,
+        2,
+        "tool.invoke",
+        json!({"toolId": tool, "params": {"n": 7}, "payment": {"channelId": remote}}),
+    )
+    .await;
+    assert_eq!(r["result"]["result"]["echo"]["n"], 7, "{r}");
+    assert_eq!(r["result"]["payment"]["nonce"], 1, "{r}");
+    // without payment the tool's node answers −32002 with its own challenge
+    let r = rpc_call(
+        &mut at_a,
+        3,
+        "tool.invoke",
+        json!({"toolId": tool, "params": {}}),
+    )
+    .await;
+    assert_eq!(r["error"]["code"], -32002, "{r}");
+    assert_eq!(
+        r["error"]["data"]["challenge"]["payTo"]["peerId"], b.peer_id,
+        "{r}"
+    );
+    // a voucher is redeemed once: naming it again from A's node is refused by B
+    let r = rpc_call(
+        &mut at_a,
+        4,
+        "tool.invoke",
+        json!({"toolId": tool, "params": {}, "payment": {"channelId": remote, "nonce": 1}}),
+    )
+    .await;
+    assert!(r["error"].is_object(), "{r}");
+}
