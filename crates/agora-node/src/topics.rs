@@ -221,7 +221,9 @@ pub fn spread(local: &str, topic: &str, every: Duration) -> Duration {
 }
 
 /// Topics shared by every node that cares about them (not owned by one peer, not joined by every
-/// Agora node anyway): the ones met by rendezvous.
+/// Agora node anyway): the ones met by rendezvous. The settlement rounds are joined by every
+/// node (its payments service follows the current and the next round), so neighbours meet on
+/// them without the DHT, as on the discovery topic.
 #[must_use]
 pub fn is_rendezvous_topic(topic: &str) -> bool {
     if topic.starts_with(AGH_PREFIX) {
@@ -232,10 +234,7 @@ pub fn is_rendezvous_topic(topic: &str) -> bool {
     }
     matches!(
         Topic::parse(topic),
-        Ok(Topic::Tasks(_)
-            | Topic::Trajectories(_)
-            | Topic::CrdtSyncMemory
-            | Topic::Settlements(_))
+        Ok(Topic::Tasks(_) | Topic::Trajectories(_) | Topic::CrdtSyncMemory)
     )
 }
 
