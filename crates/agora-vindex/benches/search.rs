@@ -13,7 +13,8 @@
 //! 100,000) and `VINDEX_QUERIES` (default 500) size the run; `VINDEX_WORKLOADS`
 //! (`clustered,uniform`) picks the workloads; `VINDEX_CROSSOVER=0` skips the exact/HNSW crossover
 //! sweep; `VINDEX_M` and `VINDEX_EF_CONSTRUCTION` change the graph parameters of both engines,
-//! `VINDEX_PARALLEL_BUILD=0` builds ours from one thread.
+//! `VINDEX_PARALLEL_BUILD=0` builds ours from one thread, `VINDEX_F16=1` keeps our graph's
+//! vectors as f16 (hits re-scored in f32).
 //! Graph builds add from one thread per core.
 
 use std::fs;
@@ -40,6 +41,7 @@ fn bench_config() -> IndexConfig {
         m: env_usize("VINDEX_M", d.m),
         ef_construction: env_usize("VINDEX_EF_CONSTRUCTION", d.ef_construction),
         parallel_build: env_usize("VINDEX_PARALLEL_BUILD", usize::from(d.parallel_build)) != 0,
+        graph_f16: env_usize("VINDEX_F16", usize::from(d.graph_f16)) != 0,
         ..d
     }
 }
@@ -230,8 +232,10 @@ fn num(v: &Value, path: &[&str]) -> f64 {
 fn print_report(name: &str, n: usize, nq: usize, ours: &Report, faiss: Result<&Value, &String>) {
     let config = bench_config();
     println!(
-        "\n== {name}: {n} × {DIM}, {nq} queries, k = {K}, M = {}, efConstruction = {} ==",
-        config.m, config.ef_construction
+        "\n== {name}: {n} × {DIM}, {nq} queries, k = {K}, M = {}, efConstruction = {}, our graph's vectors {} ==",
+        config.m,
+        config.ef_construction,
+        if config.graph_f16 { "f16" } else { "f32" }
     );
     let rss = ours
         .rss_mb

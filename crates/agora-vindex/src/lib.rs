@@ -101,6 +101,12 @@ pub struct IndexConfig {
     /// [`VectorIndex::begin_rebuild`], [`GraphBuild::run`] (on a thread of its own, the index
     /// still answering from the old graph) and [`VectorIndex::finish_rebuild`]. Default false.
     pub background_rebuild: bool,
+    /// The graph keeps its vectors as f16 (half the memory a search reads per visited node);
+    /// results are re-scored with the exact store's f32 vectors, so similarities stay exact.
+    /// Default true: at 100,000 MiniLM-like vectors it searched 1.3–1.5× faster at the same
+    /// ef with equal or better recall, built in half the time and held 27 % less memory
+    /// (`docs/performance.md` "Vector index").
+    pub graph_f16: bool,
 }
 
 impl Default for IndexConfig {
@@ -117,6 +123,7 @@ impl Default for IndexConfig {
             max_concurrent_searches: 64,
             eager_graph: false,
             background_rebuild: false,
+            graph_f16: true,
         }
     }
 }
@@ -534,6 +541,7 @@ impl VectorIndex {
             ef_search: self.config.ef_search,
             parallel: self.config.parallel_build,
             contexts: self.config.max_concurrent_searches,
+            f16: self.config.graph_f16,
         }
     }
 
@@ -557,7 +565,11 @@ impl VectorIndex {
         {
             return self.flat.search(query, k, filter);
         }
-        if let Ok(keys) = ann.search(query, k, filter) {
+        // Ask the graph for twice as many candidates (still within its `ef` list, so almost
+        // free) and keep the best `k` by the exact dot product: near-ties that the graph's own
+        // distances (f16 with `graph_f16`) order wrongly are not lost.
+        let wanted = (2 * k).max(k + 8).min(self.config.ef_search.max(k));
+        if let Ok(keys) = ann.search(query, wanted, filter) {
             let mut top = TopK::new(k);
             for key in keys {
                 if let Some(v) = self.flat.get(key) {
