@@ -35,7 +35,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use agora_hyperspace::jsonrpc::{RpcCode, RpcError};
-use agora_hyperspace::payments::assets::{POINTS_NETWORK, UsdcAsset};
+use agora_hyperspace::payments::assets::{EXACT_SCHEME, UsdcAsset};
 use agora_hyperspace::payments::challenge::Challenge;
 use agora_hyperspace::payments::channel::{Channel, ChannelError, Currency, Status, Voucher};
 use agora_hyperspace::payments::credential::{Credential, Receipt, Refusal, check};
@@ -735,7 +735,7 @@ impl Shared {
         }
         drop(_commit);
         self.count("payments_accepted");
-        let domain = (verified.scheme != POINTS_NETWORK && cred.scheme == "exact")
+        let domain = (verified.scheme == EXACT_SCHEME)
             .then(|| {
                 challenge
                     .usdc_assets()
