@@ -201,6 +201,24 @@ enum PayResponse {
     },
 }
 
+impl PayResponse {
+    /// The error a caller gets for an answer that is not the one expected: a refusal passes on
+    /// its code, message and data; anything else is an internal error.
+    fn into_error(self) -> RpcError {
+        match self {
+            Self::Refused {
+                code,
+                message,
+                data,
+                ..
+            } => RpcError::from_code(RpcCode(code))
+                .with_message(message)
+                .with_data(data),
+            other => internal(format!("unexpected answer {other:?}")),
+        }
+    }
+}
+
 /// This node's side of a channel.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -1139,17 +1157,7 @@ impl Shared {
                 .await?
             {
                 PayResponse::Opened => Role::Payer,
-                PayResponse::Refused {
-                    code,
-                    message,
-                    data,
-                    ..
-                } => {
-                    return Err(RpcError::from_code(RpcCode(code))
-                        .with_message(message)
-                        .with_data(data));
-                }
-                other => return Err(internal(format!("unexpected answer {other:?}"))),
+                other => return Err(other.into_error()),
             }
         };
         let held = Held {
@@ -1292,7 +1300,7 @@ impl Shared {
                         .with_message(message)
                         .with_data(data));
                 }
-                Ok(other) => return Err(internal(format!("unexpected answer {other:?}"))),
+                Ok(other) => return Err(other.into_error()),
                 Err(e) => return Err(e),
             }
         }
@@ -1381,17 +1389,7 @@ impl Shared {
                     *held = next;
                     (total_spent, refund)
                 }
-                PayResponse::Refused {
-                    code,
-                    message,
-                    data,
-                    ..
-                } => {
-                    return Err(RpcError::from_code(RpcCode(code))
-                        .with_message(message)
-                        .with_data(data));
-                }
-                other => return Err(internal(format!("unexpected answer {other:?}"))),
+                other => return Err(other.into_error()),
             },
             Role::Payee | Role::Both => {
                 let r = self.close_as_payee(&mut held).await?;
