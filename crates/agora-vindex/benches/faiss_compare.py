@@ -5,7 +5,8 @@ product, the bench's M / efConstruction) on one thread, times each query alone (
 `index.search` call per query, as the Rust side times one `search` per query) and prints one JSON
 object on stdout: build times, p50/p99 per query for the flat index and for HNSW at every
 efSearch asked for, recall@10 of HNSW against the flat index, and the cost of a Python call to
-FAISS on a one-vector index (the floor included in every FAISS figure).
+FAISS on a one-vector index (the floor included in every FAISS figure); with `--extra`, the time
+of adding each of those vectors alone to the HNSW index after the sweep.
 """
 
 import argparse
@@ -40,6 +41,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--base", required=True)
     ap.add_argument("--queries", required=True)
+    ap.add_argument("--extra", help="vectors to add one at a time after the sweep")
     ap.add_argument("--dim", type=int, required=True)
     ap.add_argument("--m", type=int, required=True)
     ap.add_argument("--ef-construction", type=int, required=True)
@@ -74,6 +76,14 @@ def main():
         hits = sum(len(set(f.tolist()) & set(tr.tolist())) for f, tr in zip(found, truth))
         sweep.append({"ef": ef, "recall": hits / (a.k * len(queries)), **percentiles(times)})
 
+    adds = []
+    if a.extra:
+        extra = np.fromfile(a.extra, dtype="<f4").reshape(-1, a.dim)
+        for v in extra:
+            t = time.perf_counter()
+            hnsw.add(v[None, :])
+            adds.append(time.perf_counter() - t)
+
     print(json.dumps({
         "faiss_version": faiss.__version__,
         "simd": faiss.get_compile_options().strip(),
@@ -81,6 +91,7 @@ def main():
         "call_overhead": percentiles(overhead),
         "flat": {"build_s": flat_build, **percentiles(flat_times)},
         "hnsw": {"build_s": hnsw_build, "sweep": sweep},
+        "add": percentiles(adds) if adds else {},
     }))
 
 

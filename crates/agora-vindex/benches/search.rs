@@ -15,7 +15,8 @@
 //! sweep; `VINDEX_M` and `VINDEX_EF_CONSTRUCTION` change the graph parameters of both engines,
 //! `VINDEX_PARALLEL_BUILD=0` builds ours from one thread, `VINDEX_F16=1` keeps our graph's
 //! vectors as f16 (hits re-scored in f32).
-//! Graph builds add from one thread per core.
+//! Graph builds add from one thread per core. After the sweep 500 new vectors are added one at a
+//! time (`insert`, then `stage` and one `index_staged`), and FAISS adds the same ones to its graph.
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -29,7 +30,9 @@ use serde_json::Value;
 
 const DIM: usize = 384;
 const K: usize = 10;
-const EF_SWEEP: [usize; 9] = [16, 24, 32, 48, 64, 80, 96, 128, 256];
+const EF_SWEEP: [usize; 15] = [16, 20, 24, 28, 32, 36, 40, 44, 48, 56, 64, 80, 96, 128, 256];
+/// Vectors added one at a time after the sweep (the write path of `memory.store`).
+const ADDS: usize = 500;
 const CROSSOVER_SIZES: [usize; 3] = [5_000, 10_000, 20_000];
 
 /// The graph parameters measured: the defaults, or `VINDEX_M` and `VINDEX_EF_CONSTRUCTION`
@@ -122,6 +125,11 @@ struct Report {
     exact: Latency,
     sweep: Vec<OursRow>,
     kernels: String,
+    /// One graph insert of a new vector (`insert`).
+    insert: Latency,
+    /// One `stage` of a new vector, and the mean graph insert when `index_staged` drains them.
+    stage: Latency,
+    drain_mean_us: f64,
 }
 
 fn build(base: &[f32], config: IndexConfig) -> (VectorIndex, f64) {
@@ -136,7 +144,25 @@ fn build(base: &[f32], config: IndexConfig) -> (VectorIndex, f64) {
     (index, t.elapsed().as_secs_f64())
 }
 
-fn measure(base: &[f32], queries: &[f32]) -> (VectorIndex, Report) {
+/// Times `f` once per vector of `extra`.
+fn time_each(extra: &[f32], mut f: impl FnMut(usize, &[f32])) -> Latency {
+    let mut times: Vec<f64> = extra
+        .chunks_exact(DIM)
+        .enumerate()
+        .map(|(i, v)| {
+            let t = Instant::now();
+            f(i, v);
+            t.elapsed().as_secs_f64() * 1e6
+        })
+        .collect();
+    times.sort_by(f64::total_cmp);
+    Latency {
+        p50_us: percentile(&times, 50.0),
+        p99_us: percentile(&times, 99.0),
+    }
+}
+
+fn measure(base: &[f32], queries: &[f32], extra: &[f32]) -> (VectorIndex, Report) {
     let rss_before = rss_bytes();
     let (mut index, build_s) = build(base, bench_config());
     assert_eq!(index.engine(), Engine::Hnsw);
@@ -157,6 +183,18 @@ fn measure(base: &[f32], queries: &[f32]) -> (VectorIndex, Report) {
         })
         .collect();
     index.set_ef_search(IndexConfig::default().ef_search);
+    let n = base.len() / DIM;
+    let insert = time_each(extra, |i, v| {
+        let added = index.insert((n + i) as u64, v);
+        assert!(added.is_ok(), "insert: {added:?}");
+    });
+    let stage = time_each(extra, |i, v| {
+        let added = index.stage((n + ADDS + i) as u64, v);
+        assert!(added.is_ok(), "stage: {added:?}");
+    });
+    let t = Instant::now();
+    let drained = index.index_staged(usize::MAX);
+    let drain_mean_us = t.elapsed().as_secs_f64() * 1e6 / drained.max(1) as f64;
     let estimate_mb = index.memory_bytes() as f64 / 1e6;
     let kernels = index.graph_kernels().unwrap_or_default();
     (
@@ -168,6 +206,9 @@ fn measure(base: &[f32], queries: &[f32]) -> (VectorIndex, Report) {
             exact,
             sweep,
             kernels,
+            insert,
+            stage,
+            drain_mean_us,
         },
     )
 }
@@ -178,7 +219,7 @@ fn write_f32(path: &Path, values: &[f32]) -> std::io::Result<()> {
 }
 
 /// Runs the FAISS script on the same vectors; `Err` carries the reason it was skipped.
-fn faiss(base: &[f32], queries: &[f32]) -> Result<Value, String> {
+fn faiss(base: &[f32], queries: &[f32], extra: &[f32]) -> Result<Value, String> {
     let python = std::env::var("VINDEX_PYTHON").unwrap_or_else(|_| "python3".into());
     let probe = Command::new(&python).args(["-c", "import faiss"]).output();
     match probe {
@@ -194,7 +235,10 @@ fn faiss(base: &[f32], queries: &[f32]) -> Result<Value, String> {
         std::env::temp_dir().join(format!("agora-vindex-bench-{}", std::process::id()));
     fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
     let (base_path, query_path) = (dir.join("base.f32"), dir.join("queries.f32"));
-    let written = write_f32(&base_path, base).and_then(|()| write_f32(&query_path, queries));
+    let extra_path = dir.join("extra.f32");
+    let written = write_f32(&base_path, base)
+        .and_then(|()| write_f32(&query_path, queries))
+        .and_then(|()| write_f32(&extra_path, extra));
     let config = bench_config();
     let efs: Vec<String> = EF_SWEEP.iter().map(usize::to_string).collect();
     let script = concat!(env!("CARGO_MANIFEST_DIR"), "/benches/faiss_compare.py");
@@ -205,6 +249,8 @@ fn faiss(base: &[f32], queries: &[f32]) -> Result<Value, String> {
             .arg(&base_path)
             .arg("--queries")
             .arg(&query_path)
+            .arg("--extra")
+            .arg(&extra_path)
             .args(["--dim", &DIM.to_string(), "--m", &config.m.to_string()])
             .args(["--ef-construction", &config.ef_construction.to_string()])
             .args(["--ef-search", &efs.join(","), "--k", &K.to_string()])
@@ -265,6 +311,10 @@ fn print_report(name: &str, n: usize, nq: usize, ours: &Report, faiss: Result<&V
                     r.ef, r.lat.p50_us, r.lat.p99_us, r.recall
                 );
             }
+            println!(
+                "ours  insert p50 {:.1} µs p99 {:.1} µs; stage p50 {:.2} µs, indexed later {:.1} µs each",
+                ours.insert.p50_us, ours.insert.p99_us, ours.stage.p50_us, ours.drain_mean_us
+            );
             println!("skipped: faiss: {reason}");
             return;
         }
@@ -342,6 +392,18 @@ fn print_report(name: &str, n: usize, nq: usize, ours: &Report, faiss: Result<&V
             ),
         }
     }
+    println!(
+        "adds of one new vector at {n} (ef_construction {}): ours insert p50 {:.1} µs p99 {:.1} µs; ours stage p50 {:.2} µs p99 {:.2} µs, then {:.1} µs each when indexed | faiss add p50 {:.1} µs p99 {:.1} µs | insert p50 × {:.2}",
+        config.ef_construction,
+        ours.insert.p50_us,
+        ours.insert.p99_us,
+        ours.stage.p50_us,
+        ours.stage.p99_us,
+        ours.drain_mean_us,
+        num(faiss, &["add", "p50_us"]),
+        num(faiss, &["add", "p99_us"]),
+        ours.insert.p50_us / num(faiss, &["add", "p50_us"]),
+    );
 }
 
 /// Exact vs HNSW p50 at sizes around the default `exact_below`, on clustered prefixes.
@@ -394,8 +456,9 @@ fn main() {
         };
         let base = generator.sample(n, 2);
         let queries = generator.sample(nq, 3);
-        let (index, report) = measure(&base, &queries);
-        let faiss = faiss(&base, &queries);
+        let extra = generator.sample(ADDS, 4);
+        let (index, report) = measure(&base, &queries, &extra);
+        let faiss = faiss(&base, &queries, &extra);
         print_report(name, n, nq, &report, faiss.as_ref());
         if name == "clustered" {
             if std::env::var("VINDEX_CROSSOVER").as_deref() != Ok("0") {

@@ -288,6 +288,119 @@ fn an_eager_graph_grows_from_the_first_vector_and_answers_from_the_threshold() {
 }
 
 #[test]
+fn staged_keys_are_found_at_once_and_enter_the_graph_later() {
+    let data = dataset(16, 700, 6);
+    let mut index = filled(16, &data[..500], small_graph_config());
+    assert_eq!(index.engine(), Engine::Hnsw);
+    // New keys and a replaced key, staged: searchable at once, exactly.
+    for (k, v) in &data[500..600] {
+        index.stage(*k, v).unwrap();
+    }
+    index.stage(data[10].0, &data[650].1).unwrap();
+    assert_eq!(index.staged(), 101);
+    assert_eq!(
+        index.tombstones(),
+        1,
+        "the replaced key's old node is retired at once"
+    );
+    for (k, v) in data[500..600].iter().step_by(9) {
+        assert_eq!(index.search(v, 1, None)[0].0, *k);
+    }
+    let hits = index.search(&data[650].1, 1, None);
+    assert_eq!(
+        hits[0].0, data[10].0,
+        "the replaced key answers with its new vector"
+    );
+    let hits = index.search(&data[10].1, 10, None);
+    assert!(hits.iter().filter(|h| h.0 == data[10].0).count() <= 1);
+    // Filters apply to staged keys too.
+    let odd = |k: u64| k % 2 == 1;
+    assert!(
+        index
+            .search(&data[501].1, 5, Some(&odd))
+            .iter()
+            .all(|h| h.0 % 2 == 1)
+    );
+    // A staged key removed before it is indexed is gone.
+    assert!(index.remove(data[599].0));
+    assert!(
+        index
+            .search(&data[599].1, 10, None)
+            .iter()
+            .all(|h| h.0 != data[599].0)
+    );
+    assert_eq!(index.staged(), 100);
+    // Indexing drains oldest first, a bounded number per call.
+    assert_eq!(index.index_staged(40), 40);
+    assert_eq!(index.staged(), 60);
+    while index.index_staged(16) > 0 {}
+    assert_eq!(index.staged(), 0);
+    let all: Vec<(u64, Vec<f32>)> = data[..599]
+        .iter()
+        .map(|(k, v)| {
+            (
+                *k,
+                if *k == data[10].0 {
+                    data[650].1.clone()
+                } else {
+                    v.clone()
+                },
+            )
+        })
+        .collect();
+    for (_, v) in all.iter().step_by(13) {
+        let hits = index.search(v, 10, None);
+        let exact = naive(&all, v, 10, |_| true);
+        let found = keys(&hits)
+            .iter()
+            .filter(|k| keys(&exact).contains(k))
+            .count();
+        assert!(found >= 9, "recall {found}/10");
+    }
+    // The staging set is bounded: past it the oldest goes into the graph inside `stage`.
+    let config = IndexConfig {
+        max_staged: 8,
+        ..small_graph_config()
+    };
+    let mut small = filled(16, &data[..400], config);
+    for (k, v) in &data[400..420] {
+        small.stage(*k, v).unwrap();
+        assert!(small.staged() <= 8);
+    }
+    assert_eq!(small.len(), 420);
+}
+
+#[test]
+fn a_background_rebuild_keeps_what_was_staged_meanwhile() {
+    let data = dataset(16, 700, 7);
+    let config = IndexConfig {
+        background_rebuild: true,
+        ..small_graph_config()
+    };
+    let mut index = filled(16, &data[..500], config);
+    for (k, _) in &data[..120] {
+        assert!(index.remove(*k));
+    }
+    // Staged before the copy (goes into the new graph with it) and after it (stays staged).
+    index.stage(data[500].0, &data[500].1).unwrap();
+    let job = index.begin_rebuild().expect("a rebuild is due");
+    index.stage(data[501].0, &data[501].1).unwrap();
+    index.stage(data[200].0, &data[502].1).unwrap();
+    index.finish_rebuild(job.run());
+    assert_eq!(
+        index.staged(),
+        2,
+        "only the keys staged after the copy wait"
+    );
+    assert_eq!(index.search(&data[500].1, 1, None)[0].0, data[500].0);
+    assert_eq!(index.search(&data[501].1, 1, None)[0].0, data[501].0);
+    assert_eq!(index.search(&data[502].1, 1, None)[0].0, data[200].0);
+    while index.index_staged(16) > 0 {}
+    assert_eq!(index.search(&data[502].1, 1, None)[0].0, data[200].0);
+    assert_eq!(index.search(&data[501].1, 1, None)[0].0, data[501].0);
+}
+
+#[test]
 fn extend_builds_the_graph_once() {
     let data = dataset(16, 600, 4);
     let mut index = VectorIndex::new(16, small_graph_config());
