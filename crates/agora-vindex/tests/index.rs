@@ -401,6 +401,36 @@ fn a_background_rebuild_keeps_what_was_staged_meanwhile() {
 }
 
 #[test]
+fn a_deferred_load_answers_exactly_until_its_graph_is_installed() {
+    let data = dataset(16, 700, 8);
+    let mut index = VectorIndex::new(16, small_graph_config());
+    let job = index
+        .extend_deferred(data[..500].iter().map(|(k, v)| (*k, v.as_slice())))
+        .unwrap()
+        .expect("500 vectors want a graph");
+    assert_eq!(index.engine(), Engine::Exact);
+    assert_eq!(index.len(), 500);
+    // Writes while it builds: no build inside them, replayed into the graph afterwards.
+    index.insert(data[500].0, &data[500].1).unwrap();
+    index.stage(data[501].0, &data[501].1).unwrap();
+    assert!(index.remove(data[0].0));
+    assert_eq!(index.engine(), Engine::Exact);
+    let q = &data[7].1;
+    let live: Vec<(u64, Vec<f32>)> = data[1..502].to_vec();
+    assert_close(&index.search(q, 10, None), &naive(&live, q, 10, |_| true));
+    index.finish_rebuild(job.run());
+    assert_eq!(index.engine(), Engine::Hnsw);
+    assert_eq!(index.search(&data[500].1, 1, None)[0].0, data[500].0);
+    assert_eq!(index.search(&data[501].1, 1, None)[0].0, data[501].0);
+    assert!(
+        index
+            .search(&data[0].1, 10, None)
+            .iter()
+            .all(|h| h.0 != data[0].0)
+    );
+}
+
+#[test]
 fn extend_builds_the_graph_once() {
     let data = dataset(16, 600, 4);
     let mut index = VectorIndex::new(16, small_graph_config());

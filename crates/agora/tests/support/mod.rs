@@ -156,7 +156,13 @@ fn spawn(
             }
         }
     });
-    let deadline = Instant::now() + Duration::from_secs(30);
+    // AGORA_NODE_START_SECS: for nodes on large kept data directories (a redb file closed
+    // uncleanly is repaired at open, minutes at 100,000 memories).
+    let start_secs = std::env::var("AGORA_NODE_START_SECS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(30);
+    let deadline = Instant::now() + Duration::from_secs(start_secs);
     let (mut p2p, mut agh, mut http, mut rpc, mut agtp) = (None, None, None, None, None);
     while p2p.is_none() || agh.is_none() || http.is_none() || rpc.is_none() || agtp.is_none() {
         let left = deadline.saturating_duration_since(Instant::now());

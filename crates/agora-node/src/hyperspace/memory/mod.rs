@@ -613,6 +613,7 @@ impl Shared {
             "embedders": self.embedders.ids(),
             "members": members.len(),
             "held": self.shard.len(),
+            "indexes": self.shard.index_status(),
             "counters": counters,
         })
     }

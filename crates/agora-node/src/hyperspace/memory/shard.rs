@@ -110,6 +110,10 @@ struct State {
     /// Embedder id → its index.
     indexes: HashMap<String, VectorIndex>,
     next_key: u64,
+    /// Every held id's version, sorted by id, in a persistent map: anti-entropy takes a
+    /// snapshot of it in O(1) under the read lock and walks it without the lock (a copy of
+    /// 100,000 versions under the lock stalled replica writes for tens of milliseconds).
+    versions: imbl::OrdMap<String, Version>,
 }
 
 /// This node's replica of the memories it owns.
@@ -174,6 +178,7 @@ impl State {
             }
             Entry::Tombstone(_) => None,
         };
+        self.versions.insert(id.clone(), entry.version().clone());
         self.entries.insert(
             id,
             Held {
@@ -190,6 +195,49 @@ impl State {
                 index.remove(key);
             }
             self.ids.remove(&key);
+        }
+    }
+}
+
+/// Builds `job`'s graph on a thread of its own at a lowered priority and installs it in
+/// `embedder`'s index (which answers meanwhile, from its old graph or exactly); logs `done`.
+fn spawn_build(
+    state: &Arc<RwLock<State>>,
+    embedder: String,
+    job: agora_vindex::GraphBuild,
+    done: &'static str,
+) {
+    let shared = Arc::clone(state);
+    let name = embedder.clone();
+    let started = std::thread::Builder::new()
+        .name("agora-vindex-build".into())
+        .spawn(move || {
+            super::super::guard::lower_priority();
+            let n = job.len();
+            let t = std::time::Instant::now();
+            let built = job.run();
+            let mut st = shared
+                .write()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            if let Some(ix) = st.indexes.get_mut(&name) {
+                ix.finish_rebuild(built);
+            }
+            tracing::info!(
+                embedder = name,
+                vectors = n,
+                secs = t.elapsed().as_secs_f64(),
+                "{done}"
+            );
+        });
+    if let Err(e) = started {
+        tracing::warn!(error = %e, "memory: the graph build thread did not start");
+        if let Some(ix) = state
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .indexes
+            .get_mut(&embedder)
+        {
+            ix.abandon_rebuild();
         }
     }
 }
@@ -228,15 +276,28 @@ impl Shard {
                 _ => bad += 1,
             }
         }
-        // One graph build per embedder (in parallel) rather than an insert per memory.
+        // One graph build per embedder rather than an insert per memory, each on a thread of
+        // its own after the shard opens: until it is installed searches scan exactly (a few
+        // milliseconds at 100,000), so the node does not wait for its graphs (half a minute at
+        // 100,000 vectors on two cores) before it serves.
+        let mut builds = Vec::new();
         for (embedder, items) in pending {
             if let Some(index) = state.indexes.get_mut(&embedder) {
-                index
-                    .extend(items.iter().map(|(k, v)| (*k, v.as_slice())))
+                let job = index
+                    .extend_deferred(items.iter().map(|(k, v)| (*k, v.as_slice())))
                     .map_err(|e| ShardError::Bad(e.to_string()))?;
+                builds.extend(job.map(|j| (embedder, j)));
             }
         }
         let state = Arc::new(RwLock::new(state));
+        for (embedder, job) in builds {
+            spawn_build(
+                &state,
+                embedder,
+                job,
+                "memory: vector graph built from the store",
+            );
+        }
         let (indexer, wake) = std::sync::mpsc::sync_channel(1);
         let weak = Arc::downgrade(&state);
         std::thread::Builder::new()
@@ -347,34 +408,12 @@ impl Shard {
             .filter_map(|(e, ix)| Some((e.clone(), ix.begin_rebuild()?)))
             .collect();
         for (embedder, job) in jobs {
-            let state = Arc::clone(&self.state);
-            let name = embedder.clone();
-            let started = std::thread::Builder::new()
-                .name("agora-vindex-rebuild".into())
-                .spawn(move || {
-                    super::super::guard::lower_priority();
-                    let n = job.len();
-                    let t = std::time::Instant::now();
-                    let built = job.run();
-                    let mut st = state
-                        .write()
-                        .unwrap_or_else(std::sync::PoisonError::into_inner);
-                    if let Some(ix) = st.indexes.get_mut(&name) {
-                        ix.finish_rebuild(built);
-                    }
-                    tracing::info!(
-                        embedder = name,
-                        vectors = n,
-                        secs = t.elapsed().as_secs_f64(),
-                        "memory: vector graph rebuilt without its tombstones"
-                    );
-                });
-            if let Err(e) = started {
-                tracing::warn!(error = %e, "memory: the graph rebuild thread did not start");
-                if let Some(ix) = self.write().indexes.get_mut(&embedder) {
-                    ix.abandon_rebuild();
-                }
-            }
+            spawn_build(
+                &self.state,
+                embedder,
+                job,
+                "memory: vector graph rebuilt without its tombstones",
+            );
         }
     }
 
@@ -390,15 +429,12 @@ impl Shard {
 
     /// Ids and versions of the held entries `keep` selects (for anti-entropy and re-replication).
     pub(super) fn versions(&self, keep: impl Fn(&str) -> bool) -> Vec<(String, Version)> {
-        let mut out: Vec<(String, Version)> = self
-            .read()
-            .entries
+        let snapshot = self.read().versions.clone();
+        snapshot
             .iter()
             .filter(|(id, _)| keep(id))
-            .map(|(id, h)| (id.clone(), h.entry.version().clone()))
-            .collect();
-        out.sort_by(|a, b| a.0.cmp(&b.0));
-        out
+            .map(|(id, v)| (id.clone(), v.clone()))
+            .collect()
     }
 
     /// Live memories of `session`, oldest first (vectors stripped), and how many there are.
@@ -420,6 +456,29 @@ impl Shard {
             .map(|r| Entry::Live(r.clone()))
             .collect();
         (entries, total)
+    }
+
+    /// Each embedder's vector index: vectors, the engine answering searches, whether a graph
+    /// is being built, staged inserts and tombstones waiting (for `/status`).
+    pub(super) fn index_status(&self) -> serde_json::Value {
+        let state = self.read();
+        let mut out = serde_json::Map::new();
+        for (embedder, ix) in &state.indexes {
+            out.insert(
+                embedder.clone(),
+                serde_json::json!({
+                    "vectors": ix.len(),
+                    "engine": match ix.engine() {
+                        agora_vindex::Engine::Exact => "exact",
+                        agora_vindex::Engine::Hnsw => "hnsw",
+                    },
+                    "building": ix.building(),
+                    "staged": ix.staged(),
+                    "tombstones": ix.tombstones(),
+                }),
+            );
+        }
+        serde_json::Value::Object(out)
     }
 
     /// The embedders of the held live memories.
