@@ -203,12 +203,12 @@ impl State {
 /// `embedder`'s index (which answers meanwhile, from its old graph or exactly); logs `done`.
 fn spawn_build(
     state: &Arc<RwLock<State>>,
-    embedder: String,
+    embedder: &str,
     job: agora_vindex::GraphBuild,
     done: &'static str,
 ) {
     let shared = Arc::clone(state);
-    let name = embedder.clone();
+    let name = embedder.to_owned();
     let started = std::thread::Builder::new()
         .name("agora-vindex-build".into())
         .spawn(move || {
@@ -235,7 +235,7 @@ fn spawn_build(
             .write()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
             .indexes
-            .get_mut(&embedder)
+            .get_mut(embedder)
         {
             ix.abandon_rebuild();
         }
@@ -293,7 +293,7 @@ impl Shard {
         for (embedder, job) in builds {
             spawn_build(
                 &state,
-                embedder,
+                &embedder,
                 job,
                 "memory: vector graph built from the store",
             );
@@ -410,7 +410,7 @@ impl Shard {
         for (embedder, job) in jobs {
             spawn_build(
                 &self.state,
-                embedder,
+                &embedder,
                 job,
                 "memory: vector graph rebuilt without its tombstones",
             );
