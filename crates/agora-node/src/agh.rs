@@ -227,6 +227,9 @@ pub enum Input {
     },
     /// Counters for `/status`.
     Stats(oneshot::Sender<Stats>),
+    /// The most recently updated interactions (at most [`MAX_REPORTED_INTERACTIONS`]), newest
+    /// first, for the dashboard.
+    Interactions(oneshot::Sender<serde_json::Value>),
 }
 
 /// AGH counters.
@@ -262,7 +265,12 @@ pub struct AghSettings {
     pub policy: ValidationPolicy,
     /// Channels one agent connection may be in.
     pub max_channels: usize,
+    /// Counts envelopes from agents, accepted or rejected by reason.
+    pub telemetry: Option<std::sync::Arc<crate::telemetry::Telemetry>>,
 }
+
+/// Interactions the dashboard's report lists.
+pub const MAX_REPORTED_INTERACTIONS: usize = 100;
 
 /// Unix seconds now.
 pub fn unix_now() -> i64 {
@@ -296,6 +304,7 @@ struct Service<I: IdSource> {
     store: Store,
     ids: I,
     stats: Stats,
+    telemetry: Option<std::sync::Arc<crate::telemetry::Telemetry>>,
     /// Channels whose gossip topic this node joined for its local peers (left when the last one
     /// goes).
     joined: std::collections::BTreeSet<String>,
@@ -351,6 +360,7 @@ pub async fn run(
         store,
         ids: random_ids(),
         stats: Stats::default(),
+        telemetry: settings.telemetry.clone(),
         joined: std::collections::BTreeSet::new(),
     };
     let now = unix_now();
@@ -451,6 +461,30 @@ impl<I: IdSource> Service<I> {
             } => {
                 let _ = reply.send(self.set_catalog(peer_id, catalog).await);
             }
+            Input::Interactions(reply) => {
+                let mut all: Vec<(&str, &str, &Interaction)> =
+                    self.router.interactions.iter().collect();
+                all.sort_by_key(|i| std::cmp::Reverse(i.2.updated_at));
+                let list: Vec<serde_json::Value> = all
+                    .into_iter()
+                    .take(MAX_REPORTED_INTERACTIONS)
+                    .map(|(channel, id, i)| {
+                        serde_json::json!({
+                            "channel": channel,
+                            "interaction_id": id,
+                            "initiator": i.initiator,
+                            "target": i.target,
+                            "state": i.state.as_str(),
+                            "opened_at": i.opened_at,
+                            "updated_at": i.updated_at,
+                        })
+                    })
+                    .collect();
+                let _ = reply.send(serde_json::json!({
+                    "total": self.router.interactions.len(),
+                    "recent": list,
+                }));
+            }
             Input::Stats(reply) => {
                 let mut s = self.stats.clone();
                 let now = unix_now();
@@ -473,6 +507,7 @@ impl<I: IdSource> Service<I> {
     ) {
         if let Some(refused) = self.over_channel_limit(conn, bytes) {
             self.stats.rejected += 1;
+            self.count_envelope(&refused);
             match verdict {
                 Some(tx) => {
                     let _ = tx.send(refused);
@@ -505,6 +540,7 @@ impl<I: IdSource> Service<I> {
         } else {
             self.stats.rejected += 1;
         }
+        self.count_envelope(&v);
         self.persist_lifecycle(&fx).await;
         match verdict {
             Some(tx) => {
@@ -514,6 +550,24 @@ impl<I: IdSource> Service<I> {
             None => {}
         }
         self.execute(fx, Some(bytes)).await;
+    }
+
+    /// Counts an envelope from an agent in the metrics (its reason code as a fixed label).
+    fn count_envelope(&self, v: &Verdict) {
+        if let Some(t) = &self.telemetry {
+            let reason = v.reason.as_deref().map(|r| {
+                agora_agh::ReasonCode::ALL
+                    .iter()
+                    .map(|c| c.as_str())
+                    .find(|c| *c == r)
+                    .unwrap_or("other")
+            });
+            t.agh_envelope(if v.ok {
+                None
+            } else {
+                Some(reason.unwrap_or("other"))
+            });
+        }
     }
 
     /// The refusal of a greet that would put `conn` in more than `max_channels` channels.

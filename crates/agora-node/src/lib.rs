@@ -28,6 +28,7 @@ pub mod agh;
 pub mod agtp;
 pub mod config;
 pub mod connmgr;
+pub mod dashboard;
 pub mod frames;
 pub mod gated;
 pub mod hyperspace;
@@ -40,6 +41,7 @@ pub mod rpc;
 pub mod serve;
 pub mod server;
 pub mod store;
+pub mod telemetry;
 pub mod topics;
 
 use std::collections::HashMap;
@@ -142,6 +144,7 @@ pub async fn run_until(
     let catalogs = load_catalogs(&store).await?;
     let interactions = load_interactions(&store).await?;
 
+    let telemetry = Arc::new(telemetry::Telemetry::new());
     let mesh = mesh::start(
         &keypair,
         &mesh::MeshConfig {
@@ -154,6 +157,7 @@ pub async fn run_until(
                 Arc::new(hyperspace::GossipGate::new()),
             )],
             budget: topics::Budget::default(),
+            telemetry: Arc::clone(&telemetry),
         },
     )?;
     let (mesh_tx, mesh_rx) = mpsc::channel(4096);
@@ -427,6 +431,7 @@ pub async fn run_until(
                 reference_admission: config.agh.reference_admission,
             },
             max_channels: config.agh.max_channels,
+            telemetry: Some(Arc::clone(&telemetry)),
         },
         store.clone(),
         catalogs,
@@ -484,6 +489,10 @@ pub async fn run_until(
         started,
         faces: Arc::new(faces),
         ping_every: serve::ws_ping_interval(config.faces.ws_idle_timeout),
+        telemetry: Arc::clone(&telemetry),
+        ans: Arc::clone(&agtp_face.ans),
+        data_dir: config.data.display().to_string().into(),
+        snapshot: dashboard::Cache::default(),
     };
 
     let (stop_tx, _) = tokio::sync::broadcast::channel::<()>(1);
@@ -496,6 +505,18 @@ pub async fn run_until(
     };
     let serve = |listener: TcpListener, name: &'static str, router: axum::Router, access| {
         let mut stop = stop_tx.subscribe();
+        let counted = Arc::clone(&telemetry);
+        let router = router.layer(axum::middleware::from_fn(
+            move |request: axum::extract::Request, next: axum::middleware::Next| {
+                let counted = Arc::clone(&counted);
+                async move {
+                    let started = Instant::now();
+                    let response = next.run(request).await;
+                    counted.http_request(name, response.status().as_u16(), started.elapsed());
+                    response
+                }
+            },
+        ));
         let face = serve::Face {
             name,
             router,
@@ -520,7 +541,7 @@ pub async fn run_until(
             public_paths: if config.public_reads {
                 server::READ_ONLY_PATHS
             } else {
-                &[]
+                server::ASSET_PATHS
             },
             ..access.clone()
         },
@@ -540,6 +561,7 @@ pub async fn run_until(
     rpc_state.total_bytes = config.rpc_total_bytes;
     rpc_state.write_timeout = config.rpc_write_timeout;
     rpc_state.ping_every = serve::ws_ping_interval(config.faces.ws_idle_timeout);
+    rpc_state.telemetry = Some(Arc::clone(&telemetry));
     // The JSON-RPC face checks its credentials itself (the API key or a session token).
     let rpc_server = serve(
         rpc_listener,
@@ -560,7 +582,10 @@ pub async fn run_until(
                 server_id: agtp_face.ans.name().to_owned(),
                 ..agtp::listener::ListenerConfig::default()
             },
-            Arc::new(agtp::ans::AnsHandler(agtp_face.ans)),
+            Arc::new(telemetry::CountedAgtp(
+                agtp::ans::AnsHandler(Arc::clone(&agtp_face.ans)),
+                Arc::clone(&telemetry),
+            )),
             async move {
                 let _ = stop.recv().await;
             },

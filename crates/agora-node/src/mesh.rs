@@ -254,6 +254,10 @@ pub struct Status {
     pub split_rpcs: u64,
     /// Gossipsub peer scores of connected peers that are not 0 (PeerId → score).
     pub scores: std::collections::BTreeMap<String, f64>,
+    /// The mesh peers of each joined topic (for the dashboard's graph).
+    pub mesh_peers: std::collections::BTreeMap<String, Vec<String>>,
+    /// Peers in the Kademlia routing table.
+    pub kad_peers: usize,
 }
 
 /// Messages gossipsub could not send to slow peers, as its `SlowPeer` events count them.
@@ -360,6 +364,17 @@ impl Verdict {
             Self::Defer => None,
         }
     }
+
+    /// The verdict as a metrics label.
+    pub fn label(self) -> &'static str {
+        match self {
+            Self::Accept => "accept",
+            Self::Relay => "relay",
+            Self::Ignore => "ignore",
+            Self::Reject => "reject",
+            Self::Defer => "defer",
+        }
+    }
 }
 
 /// Checks gossip synchronously in the mesh task, inside gossipsub's validation hook: no hop to
@@ -385,6 +400,8 @@ pub struct MeshConfig {
     pub validators: Vec<(String, Arc<dyn GossipValidator>)>,
     /// The topic budget.
     pub budget: topics::Budget,
+    /// Where the mesh counts (libp2p's metrics, gossip verdicts, connection events).
+    pub telemetry: Arc<crate::telemetry::Telemetry>,
 }
 
 /// The mesh could not start.
@@ -460,6 +477,7 @@ fn build_swarm(
             },
         )
         .map_err(|e| MeshError::Build(e.to_string()))?
+        .with_bandwidth_metrics(&mut cfg.telemetry.registry())
         .with_behaviour(|key| {
             let peer_id = key.public().to_peer_id();
             let gossip_config = gossipsub::ConfigBuilder::default()
@@ -573,6 +591,7 @@ fn build_swarm(
 pub fn start(keypair: &identity::Keypair, cfg: &MeshConfig) -> Result<Mesh, MeshError> {
     let splits = Splits::default();
     let mut swarm = build_swarm(keypair, cfg, splits.clone())?;
+    let telemetry = Arc::clone(&cfg.telemetry);
     for addr in &cfg.listen {
         swarm
             .listen_on(addr.clone())
@@ -589,6 +608,7 @@ pub fn start(keypair: &identity::Keypair, cfg: &MeshConfig) -> Result<Mesh, Mesh
         validators: cfg.validators.clone(),
         budget: cfg.budget,
         splits,
+        telemetry,
     })
 }
 
@@ -706,6 +726,7 @@ pub struct Mesh {
     validators: Vec<(String, Arc<dyn GossipValidator>)>,
     budget: topics::Budget,
     splits: Splits,
+    telemetry: Arc<crate::telemetry::Telemetry>,
 }
 
 impl std::fmt::Debug for Mesh {
@@ -760,6 +781,7 @@ struct Pending {
     dropped: Dropped,
     /// Gossipsub RPCs the muxer split.
     splits: Splits,
+    telemetry: Arc<crate::telemetry::Telemetry>,
 }
 
 impl Behaviour {
@@ -782,6 +804,7 @@ pub async fn run(mesh: Mesh, mut commands: mpsc::Receiver<Command>, events: mpsc
         validators,
         budget,
         splits,
+        telemetry,
     } = mesh;
     let local = *swarm.local_peer_id();
     let mut queue: VecDeque<Event> = VecDeque::new();
@@ -795,6 +818,7 @@ pub async fn run(mesh: Mesh, mut commands: mpsc::Receiver<Command>, events: mpsc
         resets: HashSet::new(),
         dropped: Dropped::default(),
         splits,
+        telemetry,
     };
     let mut listen: Vec<Multiaddr> = Vec::new();
     let mut redial = tokio::time::interval(Duration::from_millis(250));
@@ -1164,7 +1188,27 @@ fn handle_command(
                     (t.to_owned(), n)
                 })
                 .collect();
+            let mesh_peers = pending
+                .topics
+                .joined()
+                .map(|(t, _)| {
+                    let peers = gossipsub
+                        .mesh_peers(&IdentTopic::new(t).hash())
+                        .map(ToString::to_string)
+                        .collect();
+                    (t.to_owned(), peers)
+                })
+                .collect();
+            let kad_peers = swarm
+                .behaviour_mut()
+                .kad
+                .kbuckets()
+                .map(|b| b.num_entries())
+                .sum();
+            let gossipsub = &swarm.behaviour().gossipsub;
             let _ = reply.send(Status {
+                mesh_peers,
+                kad_peers,
                 peer_id,
                 listen: listen.iter().map(ToString::to_string).collect(),
                 connected,
@@ -1210,6 +1254,18 @@ fn handle_swarm_event(
     pending
         .resets
         .extend(swarm.behaviour_mut().gossipsub.take_reset());
+    {
+        use libp2p::metrics::Recorder;
+        let m = &pending.telemetry.libp2p;
+        m.record(&event);
+        match &event {
+            SwarmEvent::Behaviour(BehaviourEvent::Gossipsub(e)) => m.record(e),
+            SwarmEvent::Behaviour(BehaviourEvent::Kad(e)) => m.record(e),
+            SwarmEvent::Behaviour(BehaviourEvent::Identify(e)) => m.record(e),
+            SwarmEvent::Behaviour(BehaviourEvent::Ping(e)) => m.record(e),
+            _ => {}
+        }
+    }
     match event {
         SwarmEvent::NewListenAddr { address, .. } => {
             let full = address.with_p2p(local).unwrap_or_else(|a| a);
@@ -1230,6 +1286,9 @@ fn handle_swarm_event(
                     .add_address(&peer_id, endpoint.get_remote_address().clone());
             }
             if num_established.get() == 1 {
+                pending
+                    .telemetry
+                    .conn_event(peer_id.to_string(), "connected");
                 let now = std::time::Instant::now();
                 pending.conns.connected(peer_id, now);
                 pending.topics.peer_connected(peer_id, now);
@@ -1242,6 +1301,9 @@ fn handle_swarm_event(
             num_established: 0,
             ..
         } => {
+            pending
+                .telemetry
+                .conn_event(peer_id.to_string(), "disconnected");
             pending.conns.disconnected(&peer_id);
             pending
                 .topics
@@ -1308,6 +1370,7 @@ fn handle_swarm_event(
                         &format!("an invalid message on {topic}"),
                     );
                 }
+                pending.telemetry.gossip_verdict(topic, verdict.label());
                 if let Some(acceptance) = verdict.acceptance() {
                     let _ = swarm
                         .behaviour_mut()

@@ -504,6 +504,8 @@ pub struct RpcState {
     pub links: Links,
     /// Told the id of every connection that closes.
     pub closed: Option<mpsc::Sender<u64>>,
+    /// Counts calls per method and outcome, and their latency.
+    pub telemetry: Option<Arc<crate::telemetry::Telemetry>>,
 }
 
 impl RpcState {
@@ -534,6 +536,7 @@ impl RpcState {
             total: Arc::new(Total::default()),
             links,
             closed,
+            telemetry: None,
         }
     }
 
@@ -990,6 +993,11 @@ impl Conn {
     /// notification).
     async fn submit(&self, state: &RpcState, request: Request) -> Option<Slot> {
         let id = request.id.clone();
+        let timing = state.telemetry.as_ref().map(|t| Timing {
+            telemetry: Arc::clone(t),
+            method: request.method.clone(),
+            started: Instant::now(),
+        });
         let (tx, rx) = oneshot::channel();
         let call = Call {
             principal: self.caller.principal.clone(),
@@ -1001,8 +1009,15 @@ impl Conn {
             let e = RpcError::internal_error().with_message("the node is shutting down");
             return id.map(|id| Slot::Encoded(Response::err(id, e).to_json()));
         }
-        id.map(|id| Slot::Waiting(id, rx))
+        id.map(|id| Slot::Waiting(id, rx, timing))
     }
+}
+
+/// What a call's reply is counted against (method, start).
+struct Timing {
+    telemetry: Arc<crate::telemetry::Telemetry>,
+    method: String,
+    started: Instant,
 }
 
 fn rate_limited(retry_after_ms: u64) -> RpcError {
@@ -1053,7 +1068,11 @@ fn oversized_batch(text: &str) -> bool {
 /// One entry of a frame's reply: encoded already, or the outcome of a call to wait for.
 enum Slot {
     Encoded(String),
-    Waiting(Id, oneshot::Receiver<Result<Value, RpcError>>),
+    Waiting(
+        Id,
+        oneshot::Receiver<Result<Value, RpcError>>,
+        Option<Timing>,
+    ),
 }
 
 /// A frame's reply in the making, and what the frame holds of its connection.
@@ -1087,10 +1106,14 @@ impl Waiting {
             sep = ",";
             match slot {
                 Slot::Encoded(text) => out.push_str(&text),
-                Slot::Waiting(id, rx) => {
+                Slot::Waiting(id, rx, timing) => {
                     let outcome = rx.await.unwrap_or_else(|_| {
                         Err(RpcError::internal_error().with_message("the call was dropped"))
                     });
+                    if let Some(t) = timing {
+                        let code = outcome.as_ref().err().map(|e| i64::from(e.code.0));
+                        t.telemetry.rpc_call(&t.method, code, t.started.elapsed());
+                    }
                     let response = Response { id, outcome };
                     // Writing into a String cannot fail.
                     let _ = write!(out, "{response}");
@@ -1314,8 +1337,8 @@ mod tests {
         let waiting = Waiting {
             slots: vec![
                 Slot::Encoded(r#"{"a":1}"#.into()),
-                Slot::Waiting(Id::from(7u64), rx),
-                Slot::Waiting(Id::from(8u64), rx2),
+                Slot::Waiting(Id::from(7u64), rx, None),
+                Slot::Waiting(Id::from(8u64), rx2, None),
             ],
             batch: true,
             cap: 300,

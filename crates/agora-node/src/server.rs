@@ -43,7 +43,20 @@ const MAX_BODY: usize = 8 << 20;
 const MAX_AGENT_MESSAGE: usize = MAX_ENVELOPE_BYTES + 1024;
 
 /// The HTTP API's read-only endpoints, which `public_reads` opens without the API key.
-pub const READ_ONLY_PATHS: &[&str] = &["/healthz", "/status", "/hyperspace/cards", "/agh/v0/peers"];
+pub const READ_ONLY_PATHS: &[&str] = &[
+    "/healthz",
+    "/status",
+    "/hyperspace/cards",
+    "/agh/v0/peers",
+    "/",
+    "/dashboard/app.js",
+    "/dashboard/style.css",
+];
+
+/// Paths that answer without the API key in every case: the dashboard's static page, script
+/// and style sheet (no state in them; the page asks for the key and sends it with its data
+/// requests).
+pub const ASSET_PATHS: &[&str] = &["/", "/dashboard/app.js", "/dashboard/style.css"];
 
 /// Shared state of the listeners.
 #[derive(Clone, Debug)]
@@ -70,6 +83,14 @@ pub struct AppState {
     pub faces: Arc<Vec<(&'static str, String)>>,
     /// How often agents are pinged ([`crate::serve::ws_ping_interval`]).
     pub ping_every: std::time::Duration,
+    /// The node's metrics.
+    pub telemetry: Arc<crate::telemetry::Telemetry>,
+    /// The Agent Name Service (for the dashboard).
+    pub ans: Arc<crate::agtp::ans::Ans>,
+    /// The data directory, as configured (shown on the dashboard).
+    pub data_dir: Arc<str>,
+    /// The dashboard's last snapshot, shared by every open dashboard.
+    pub snapshot: crate::dashboard::Cache,
 }
 
 impl AppState {
@@ -99,6 +120,7 @@ pub fn http_face(state: AppState) -> Router {
             "/agh/v0/catalogs/{peer_id}",
             put(put_catalog).delete(delete_catalog),
         )
+        .merge(crate::dashboard::routes())
         .layer(DefaultBodyLimit::max(MAX_BODY))
         .with_state(state)
 }
@@ -233,22 +255,30 @@ fn close_frame(error: axum::Error) -> Option<CloseFrame> {
 }
 
 async fn status(State(state): State<AppState>) -> Response {
+    match status_value(&state).await {
+        Some(v) => Json(v).into_response(),
+        None => unavailable(),
+    }
+}
+
+/// The `/status` document; `None` when the mesh or the AGH service is gone.
+pub(crate) async fn status_value(state: &AppState) -> Option<serde_json::Value> {
     let (tx, rx) = oneshot::channel();
     let (stx, srx) = oneshot::channel();
     if state.mesh.send(mesh::Command::Status(tx)).await.is_err()
         || state.agh.send(Input::Stats(stx)).await.is_err()
     {
-        return unavailable();
+        return None;
     }
     let (Ok(mesh), Ok(agh)) = (rx.await, srx.await) else {
-        return unavailable();
+        return None;
     };
     use crate::hyperspace::{improving, learning, memory, payments};
     let memory = ask(&state.memory, memory::Input::Status).await;
     let learning = ask(&state.learning, learning::Input::Status).await;
     let improving = ask(&state.improving, improving::Input::Status).await;
     let payments = ask(&state.payments, payments::Input::Status).await;
-    Json(json!({
+    Some(json!({
         "peer_id": mesh.peer_id,
         "uptime_secs": state.started.elapsed().as_secs(),
         "listen": mesh.listen,
@@ -280,13 +310,14 @@ async fn status(State(state): State<AppState>) -> Response {
         "learning": learning,
         "improving": improving,
         "payments": payments,
+        "kad_peers": mesh.kad_peers,
+        "mesh_peers": mesh.mesh_peers,
     }))
-    .into_response()
 }
 
 /// Asks a service for a JSON report (`make` wraps the reply channel in its input); `null` when
 /// the service is gone.
-async fn ask<I>(
+pub(crate) async fn ask<I>(
     service: &mpsc::Sender<I>,
     make: impl FnOnce(oneshot::Sender<serde_json::Value>) -> I,
 ) -> serde_json::Value {

@@ -577,6 +577,28 @@ impl Store {
             .collect())
     }
 
+    /// The last `n` audit records, newest first (a blocking read of `n` rows).
+    pub fn ans_audit_tail(&self, n: usize) -> Result<Vec<(u64, String)>, StoreError> {
+        let err = |e: &dyn std::fmt::Display| StoreError::Db {
+            path: (*self.path).clone(),
+            message: e.to_string(),
+        };
+        let txn = self.db.begin_read().map_err(|e| err(&e))?;
+        let table = match txn.open_table(ANS_AUDIT) {
+            Ok(t) => t,
+            Err(redb::TableError::TableDoesNotExist(_)) => return Ok(Vec::new()),
+            Err(e) => return Err(err(&e)),
+        };
+        let mut out = Vec::new();
+        for entry in table.iter().map_err(|e| err(&e))?.rev().take(n) {
+            let (k, v) = entry.map_err(|e| err(&e))?;
+            if let Ok(seq) = k.value().parse() {
+                out.push((seq, v.value().to_owned()));
+            }
+        }
+        Ok(out)
+    }
+
     /// Every stored Hyperspace session snapshot, by session id (a blocking read).
     pub fn hs_sessions(&self) -> Result<Vec<(String, String)>, StoreError> {
         self.read_all(HS_SESSIONS)

@@ -663,6 +663,7 @@ pub(crate) fn agora_mesh_config(
             }),
         )],
         budget: agora_node::topics::Budget::default(),
+        telemetry: Arc::default(),
     }
 }
 

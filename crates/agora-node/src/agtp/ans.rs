@@ -808,6 +808,59 @@ impl Ans {
         Ok(result)
     }
 
+    /// What the dashboard shows of the name service: agents by lifecycle state and trust
+    /// tier, the 50 most recently changed, and the last 20 audit records (a blocking read of
+    /// those 20 rows).
+    pub fn dashboard(&self) -> Value {
+        let (by_state, by_tier, recent, total) = {
+            let index = self.read();
+            let mut by_state: std::collections::BTreeMap<&'static str, u64> =
+                std::collections::BTreeMap::new();
+            let mut by_tier: std::collections::BTreeMap<u8, u64> =
+                std::collections::BTreeMap::new();
+            let mut recent: Vec<&Entry> = Vec::new();
+            for e in index.iter() {
+                *by_state.entry(e.state.as_str()).or_default() += 1;
+                *by_tier.entry(e.manifest.trust_tier).or_default() += 1;
+                recent.push(e);
+            }
+            recent.sort_by_key(|e| std::cmp::Reverse(e.updated_ms));
+            let recent: Vec<Value> = recent
+                .into_iter()
+                .take(50)
+                .map(|e| {
+                    json!({
+                        "agent_id": e.manifest.canonical_id,
+                        "label": e.manifest.agent_label,
+                        "org": e.manifest.org_domain,
+                        "state": e.state.as_str(),
+                        "trust_tier": e.manifest.trust_tier,
+                        "updated_ms": e.updated_ms,
+                    })
+                })
+                .collect();
+            (by_state, by_tier, recent, index.len())
+        };
+        let audit: Vec<Value> = self
+            .store
+            .ans_audit_tail(20)
+            .unwrap_or_default()
+            .into_iter()
+            .map(|(seq, v)| {
+                let record: Value = serde_json::from_str(&v).unwrap_or(Value::Null);
+                json!({ "seq": seq, "record": record })
+            })
+            .collect();
+        json!({
+            "name": self.settings.name,
+            "agents": total,
+            "by_state": by_state,
+            "by_tier": by_tier.into_iter().map(|(t, n)| (t.to_string(), n)).collect::<std::collections::BTreeMap<_, _>>(),
+            "recent": recent,
+            "audit": audit,
+        })
+    }
+
     /// The audit log, oldest first (a blocking read).
     pub fn audit(&self) -> Result<Vec<Value>, StoreError> {
         Ok(self

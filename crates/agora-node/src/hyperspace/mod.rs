@@ -439,7 +439,9 @@ impl Service {
             Input::DiscoverDeadline(id) => self.discover_deadline(id),
             Input::DhtPeer => self.dht_peer().await,
             Input::Cards(reply) => {
-                let _ = reply.send(self.cards_report(now_ms()));
+                let mut report = self.cards_report(now_ms());
+                report["sessions"] = self.sessions.len().into();
+                let _ = reply.send(report);
             }
         }
     }
