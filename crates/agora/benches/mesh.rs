@@ -23,7 +23,8 @@
 //! Run: `cargo bench -p agora --bench mesh` (prints a table; figures go in docs/performance.md);
 //! `-- rpc` for JSON-RPC calls only, `-- tools` for the Hyperspace tool figures only, `-- memory`
 //! for the memory figures only, `-- improving` for the self-improving figures only, `-- payments`
-//! for the payment channel figures only.
+//! for the payment channel figures only, `-- dashboard` for the dashboard's CPU cost to the node
+//! (one minute each with no, one and eight event streams open).
 //! This is a measurement harness, not a test: it asserts nothing about the numbers.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout)]
@@ -349,6 +350,95 @@ async fn hyperspace_tools(samples: usize) -> [(Duration, Duration); 3] {
     ]
 }
 
+/// CPU time (user + system) of process `pid` in seconds, from `/proc/<pid>/stat`.
+fn cpu_secs(pid: u32) -> f64 {
+    let ticks = std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|s| {
+            // the fields after the command name, which is in parentheses
+            let rest = s.rsplit_once(')')?.1;
+            let f: Vec<&str> = rest.split_whitespace().collect();
+            Some(f.get(11)?.parse::<u64>().ok()? + f.get(12)?.parse::<u64>().ok()?)
+        })
+        .unwrap_or(0);
+    // USER_HZ is 100 on Linux
+    ticks as f64 / 100.0
+}
+
+/// The dashboard's cost to the node (issue 21): A's CPU over a minute with no dashboard open,
+/// then with one and with eight event streams open (each read as a browser would), on a line of
+/// three nodes with an agent in a channel on each and a tool on C.
+async fn dashboard_bench() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    const SPAN: Duration = Duration::from_secs(60);
+    let dir = tempfile::tempdir().unwrap();
+    let a = spawn_node(&dir.path().join("a"), &[], 30, &[]);
+    let b = spawn_node(&dir.path().join("b"), &[&a.p2p], 30, &[]);
+    let c = spawn_node(&dir.path().join("c"), &[&b.p2p], 30, &[]);
+    let mut agents = Vec::new();
+    for (i, n) in [&a, &b, &c].iter().enumerate() {
+        let mut agent = Agent::connect(&n.agh, &format!("bench-agent-{i}"), "ops").await;
+        agent.greet(&["echo"]).await;
+        agents.push(agent);
+    }
+    let mut provider = support::rpc_connect(&c.rpc).await;
+    let _tool = support::register_tool(
+        &mut provider,
+        serde_json::json!({"name": "bench-echo", "description": "echoes", "schema": {"type": "object"}}),
+    )
+    .await;
+    // settle: connections, greets, cards
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    let pid = a.child.id();
+    let measure = async |viewers: usize| {
+        let host = a.http.trim_start_matches("http://").to_owned();
+        let mut streams = Vec::new();
+        for _ in 0..viewers {
+            let mut s = tokio::net::TcpStream::connect(&host).await.unwrap();
+            s.write_all(
+                format!("GET /dashboard/events HTTP/1.1\r\nHost: {host}\r\n\r\n").as_bytes(),
+            )
+            .await
+            .unwrap();
+            streams.push(tokio::spawn(async move {
+                let mut buf = vec![0u8; 65536];
+                let mut bytes = 0usize;
+                while let Ok(n) = s.read(&mut buf).await {
+                    if n == 0 {
+                        break;
+                    }
+                    bytes += n;
+                }
+                bytes
+            }));
+        }
+        let before = cpu_secs(pid);
+        tokio::time::sleep(SPAN).await;
+        let used = cpu_secs(pid) - before;
+        for s in streams {
+            s.abort();
+        }
+        used / SPAN.as_secs_f64() * 100.0
+    };
+    let idle = measure(0).await;
+    let one = measure(1).await;
+    let eight = measure(8).await;
+    let snapshot = support::get_json(&a.http, "/dashboard/snapshot").await;
+    println!("| measure | value |");
+    println!("|---|---|");
+    println!("| node A's CPU, no dashboard open, 60 s | {idle:.2} % of a core |");
+    println!(
+        "| … one dashboard open (event stream read) | {one:.2} % (+{:.2}) |",
+        one - idle
+    );
+    println!(
+        "| … eight dashboards open | {eight:.2} % (+{:.2}) |",
+        eight - idle
+    );
+    println!("| snapshot size | {} bytes |", snapshot.to_string().len());
+    drop(agents);
+}
+
 fn rss_kib(pid: u32) -> u64 {
     std::fs::read_to_string(format!("/proc/{pid}/status"))
         .ok()
@@ -371,7 +461,12 @@ fn main() {
     let only_memory = std::env::args().any(|a| a == "memory");
     let only_improving = std::env::args().any(|a| a == "improving");
     let only_payments = std::env::args().any(|a| a == "payments");
+    let only_dashboard = std::env::args().any(|a| a == "dashboard");
     rt.block_on(async {
+        if only_dashboard {
+            dashboard_bench().await;
+            return;
+        }
         if only_payments {
             payments_bench().await;
             return;
