@@ -145,6 +145,7 @@ pub async fn run_until(
     let interactions = load_interactions(&store).await?;
 
     let telemetry = Arc::new(telemetry::Telemetry::new());
+    store.observe_commits(telemetry.store_commit.clone());
     let mesh = mesh::start(
         &keypair,
         &mesh::MeshConfig {

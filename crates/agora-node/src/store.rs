@@ -222,6 +222,8 @@ pub struct Store {
     db: Arc<Database>,
     path: Arc<PathBuf>,
     writer: mpsc::Sender<Job>,
+    /// Where the writer records each commit's duration, once set ([`Store::observe_commits`]).
+    commits: Arc<std::sync::OnceLock<prometheus_client::metrics::histogram::Histogram>>,
 }
 
 impl std::fmt::Debug for Store {
@@ -246,15 +248,23 @@ impl Store {
         let (tx, rx) = mpsc::channel(WRITE_QUEUE);
         let writer_db = Arc::clone(&db);
         let writer_path = path.clone();
+        let commits = Arc::new(std::sync::OnceLock::new());
+        let writer_commits = Arc::clone(&commits);
         std::thread::Builder::new()
             .name("agora-store-writer".into())
-            .spawn(move || writer(&writer_db, &writer_path, rx))
+            .spawn(move || writer(&writer_db, &writer_path, rx, &writer_commits))
             .map_err(|e| err(&e))?;
         Ok(Self {
             db,
             path: Arc::new(path),
             writer: tx,
+            commits,
         })
+    }
+
+    /// Records the duration of every commit from now on in `histogram` (the first call wins).
+    pub fn observe_commits(&self, histogram: prometheus_client::metrics::histogram::Histogram) {
+        let _ = self.commits.set(histogram);
     }
 
     async fn submit(&self, write: Write) -> Result<(), StoreError> {
@@ -718,7 +728,12 @@ fn migrate(db: &Database, path: &Path) -> Result<(), StoreError> {
     txn.commit().map_err(|e| err(&e))
 }
 
-fn writer(db: &Database, path: &Path, mut rx: mpsc::Receiver<Job>) {
+fn writer(
+    db: &Database,
+    path: &Path,
+    mut rx: mpsc::Receiver<Job>,
+    commits: &std::sync::OnceLock<prometheus_client::metrics::histogram::Histogram>,
+) {
     while let Some(first) = rx.blocking_recv() {
         let mut jobs = vec![first];
         while jobs.len() < GROUP_COMMIT {
@@ -727,10 +742,14 @@ fn writer(db: &Database, path: &Path, mut rx: mpsc::Receiver<Job>) {
                 Err(_) => break,
             }
         }
+        let started = std::time::Instant::now();
         let result = apply(db, &jobs).map_err(|message| StoreError::Db {
             path: path.to_path_buf(),
             message,
         });
+        if let Some(h) = commits.get() {
+            h.observe(started.elapsed().as_secs_f64());
+        }
         for job in jobs {
             let r = match &result {
                 Ok(()) => Ok(()),

@@ -384,7 +384,7 @@ async fn dashboard_bench() {
     let mut provider = support::rpc_connect(&c.rpc).await;
     let _tool = support::register_tool(
         &mut provider,
-        serde_json::json!({"name": "bench-echo", "description": "echoes", "schema": {"type": "object"}}),
+        serde_json::json!({"name": "bench-echo", "description": "echoes", "schema": {"type": "object"}, "capabilities": ["echo"]}),
     )
     .await;
     // settle: connections, greets, cards
