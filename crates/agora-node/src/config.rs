@@ -88,6 +88,8 @@ pub struct Config {
     pub improving: ImprovingConfig,
     /// `[payments]` settings.
     pub payments: PaymentsConfig,
+    /// `[log]` settings.
+    pub log: LogConfig,
 }
 
 /// `[memory]` settings (`docs/node.md` "Memory").
@@ -274,6 +276,37 @@ impl Default for ImprovingConfig {
     }
 }
 
+/// How log lines are written.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum LogFormat {
+    /// One human-readable line per event (ANSI colours only when stderr is a terminal).
+    #[default]
+    Text,
+    /// One JSON object per line (`timestamp`, `level`, `target`, `fields`).
+    Json,
+}
+
+impl std::str::FromStr for LogFormat {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "text" => Ok(Self::Text),
+            "json" => Ok(Self::Json),
+            other => Err(format!("{other:?} is not a log format (text or json)")),
+        }
+    }
+}
+
+/// `[log]` settings (`docs/node.md` "Logging").
+#[derive(Clone, Debug, PartialEq, Eq, Default)]
+pub struct LogConfig {
+    /// A `tracing` filter (`level`, e.g. `info` or `warn,agora_node=debug`); `RUST_LOG` and
+    /// `AGORA_LOG` take precedence. Default `warn,libp2p_kad=error,agora_node=info`.
+    pub level: Option<String>,
+    /// `format` (`AGORA_LOG_FORMAT`, `--log-format`): `text` (default) or `json`.
+    pub format: LogFormat,
+}
+
 /// `[payments]` settings (`docs/node.md` "Micropayments").
 #[derive(Clone, Debug, PartialEq, Eq, Default)]
 pub struct PaymentsConfig {
@@ -448,6 +481,7 @@ impl Default for Config {
             learning: LearningConfig::default(),
             improving: ImprovingConfig::default(),
             payments: PaymentsConfig::default(),
+            log: LogConfig::default(),
         }
     }
 }
@@ -516,6 +550,14 @@ struct File {
     learning: Option<FileLearning>,
     improving: Option<FileImproving>,
     payments: Option<FilePayments>,
+    log: Option<FileLog>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FileLog {
+    level: Option<String>,
+    format: Option<String>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -772,6 +814,10 @@ pub struct Overrides {
     pub payments_wallet_key_file: Option<PathBuf>,
     /// `AGORA_PAYMENTS_CHALLENGE_TTL_SECS`.
     pub payments_challenge_ttl_secs: Option<u64>,
+    /// `[log] level`.
+    pub log_level: Option<String>,
+    /// `AGORA_LOG_FORMAT`, `--log-format`.
+    pub log_format: Option<String>,
 }
 
 impl Config {
@@ -872,6 +918,8 @@ impl Config {
                 .as_ref()
                 .and_then(|p| p.wallet_key_file.clone()),
             payments_challenge_ttl_secs: file.payments.as_ref().and_then(|p| p.challenge_ttl_secs),
+            log_level: file.log.as_ref().and_then(|l| l.level.clone()),
+            log_format: file.log.as_ref().and_then(|l| l.format.clone()),
         })?;
         if let Some(agtp) = file.agtp {
             self.apply_agtp(agtp, path)?;
@@ -913,6 +961,15 @@ impl Config {
                 return Err(invalid("payments.challenge_ttl_secs", "must be 10..86400"));
             }
             self.payments.challenge_ttl_secs = Some(t);
+        }
+        if let Some(l) = &o.log_level {
+            if l.trim().is_empty() {
+                return Err(invalid("log.level", "must not be empty"));
+            }
+            self.log.level = Some(l.clone());
+        }
+        if let Some(f) = &o.log_format {
+            self.log.format = f.parse().map_err(|e: String| invalid("log.format", &e))?;
         }
         if let Some(d) = o.data {
             self.data = d;
@@ -1354,6 +1411,8 @@ impl Config {
             improving_timeout_ms: number(&get, "AGORA_IMPROVING_TIMEOUT_MS")?,
             payments_wallet_key_file: get("AGORA_PAYMENTS_WALLET_KEY_FILE").map(PathBuf::from),
             payments_challenge_ttl_secs: number(&get, "AGORA_PAYMENTS_CHALLENGE_TTL_SECS")?,
+            log_level: None,
+            log_format: get("AGORA_LOG_FORMAT"),
         })
     }
 

@@ -76,6 +76,10 @@ pub(crate) struct NodeArgs {
     /// Channels one agent connection may be in. Default: 64.
     #[arg(long = "agh-max-channels", value_name = "N")]
     agh_max_channels: Option<usize>,
+    /// Log lines as `text` (colours only on a terminal) or `json` (one object per line).
+    /// Default: text.
+    #[arg(long = "log-format", value_name = "FORMAT", value_parser = ["text", "json"])]
+    log_format: Option<String>,
 }
 
 pub(crate) fn run(args: NodeArgs) -> ExitCode {
@@ -111,6 +115,7 @@ pub(crate) fn run(args: NodeArgs) -> ExitCode {
         allowed_hosts: args.allow_host,
         public_reads: args.public_reads.then_some(true),
         agh_max_channels: args.agh_max_channels,
+        log_format: args.log_format,
         ..Overrides::default()
     };
     let config = Config::load(args.config.as_deref(), Overrides::default()).and_then(|mut c| {
@@ -126,7 +131,7 @@ pub(crate) fn run(args: NodeArgs) -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    init_logging();
+    init_logging(&config.log);
     // jemalloc's background thread purges freed pages (after its 10 s decay) even while the node
     // is idle: the memory of closed connections goes back to the system.
     if let Err(e) = tikv_jemalloc_ctl::background_thread::write(true) {
@@ -155,12 +160,31 @@ pub(crate) fn run(args: NodeArgs) -> ExitCode {
     }
 }
 
-fn init_logging() {
-    let filter = tracing_subscriber::EnvFilter::try_from_env("AGORA_LOG").unwrap_or_else(|_| {
-        tracing_subscriber::EnvFilter::new("warn,libp2p_kad=error,agora_node=info")
+/// Logs to stderr: `RUST_LOG`, else `AGORA_LOG`, else `[log] level`, else the default filter;
+/// text with ANSI colours only when stderr is a terminal, or JSON lines.
+fn init_logging(log: &agora_node::config::LogConfig) {
+    use std::io::IsTerminal as _;
+    let spec = std::env::var("RUST_LOG")
+        .ok()
+        .or_else(|| std::env::var("AGORA_LOG").ok())
+        .or_else(|| log.level.clone())
+        .filter(|s| !s.trim().is_empty())
+        .unwrap_or_else(|| "warn,libp2p_kad=error,agora_node=info".to_owned());
+    let filter = tracing_subscriber::EnvFilter::try_new(&spec).unwrap_or_else(|e| {
+        eprintln!("agora: log filter {spec:?} is not valid ({e}); using \"info\"");
+        tracing_subscriber::EnvFilter::new("info")
     });
-    let _ = tracing_subscriber::fmt()
+    let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .try_init();
+        .with_writer(std::io::stderr);
+    let _ = match log.format {
+        agora_node::config::LogFormat::Json => builder
+            .json()
+            .flatten_event(false)
+            .with_current_span(false)
+            .try_init(),
+        agora_node::config::LogFormat::Text => builder
+            .with_ansi(std::io::stderr().is_terminal())
+            .try_init(),
+    };
 }

@@ -86,6 +86,12 @@ impl Log {
             .filter(|line| needles.iter().all(|n| line.contains(n)))
             .count()
     }
+
+    /// Every line so far.
+    #[allow(dead_code)]
+    pub(crate) fn lines(&self) -> Vec<String> {
+        self.0.lock().unwrap().clone()
+    }
 }
 
 /// [`spawn_node`] (no bootstrap) with its log collected (and passed on to our stderr).
