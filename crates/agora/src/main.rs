@@ -3,7 +3,8 @@
 //! `agora agh …` exposes the AGH Network v0 engine to scripts (a stable contract: flags, output
 //! lines and exit codes are relied upon); `agora discover` and `agora ans …` talk to an AGTP
 //! Agent Name Service (`agtp`); `agora memory install-model` installs the sentence-embedding
-//! model the node's memory uses (`memory`).
+//! model the node's memory uses (`memory`); `agora call`, `agora tools` and `agora session`
+//! talk to the Hyperspace JSON-RPC face (`call`).
 
 use std::process::ExitCode;
 
@@ -11,6 +12,7 @@ use clap::{Parser, Subcommand};
 
 mod agh;
 mod agtp;
+mod call;
 mod client;
 mod hyperspace;
 mod input;
@@ -81,6 +83,13 @@ enum Command {
     /// Manage local capability catalogs.
     #[command(subcommand)]
     Capability(client::CapabilityCommand),
+    /// Call a method of a node's Hyperspace JSON-RPC face; prints the result as JSON.
+    Call(call::CallArgs),
+    /// List the tools a node can find (`tool.discover`).
+    Tools(call::ToolsArgs),
+    /// Create or end a Hyperspace session.
+    #[command(subcommand)]
+    Session(call::SessionCommand),
     /// Ask an Agent Name Service for agents (AGTP DISCOVER) and verify its signed answer.
     Discover(agtp::DiscoverArgs),
     /// Agent Name Service governance: keys, and signed ACTIVATE and lifecycle changes.
@@ -101,6 +110,9 @@ fn main() -> ExitCode {
         Command::Say { opts, args } => client::block_on(client::say(opts, args)),
         Command::Send { opts, args } => client::block_on(client::send(opts, args)),
         Command::Capability(command) => client::block_on(client::capability(command)),
+        Command::Call(args) => call::call_command(args),
+        Command::Tools(args) => call::tools_command(args),
+        Command::Session(cmd) => call::session_command(cmd),
         Command::Discover(args) => client::block_on(agtp::discover(&args)),
         Command::Ans(cmd) => agtp::ans(cmd),
     }
