@@ -2,10 +2,8 @@
 //!
 //! A PeerId of an Ed25519 key is the identity multihash (code 0x00, length 36) of the key's
 //! protobuf encoding (`08 01 12 20` followed by the 32 key bytes), written in base58btc: the
-//! familiar `12D3KooW…` strings. Envelope v2's `from` must equal the PeerId of its `pk`.
-
-/// Base58 (Bitcoin) alphabet.
-const ALPHABET: &[u8; 58] = b"123456789ABCDEFGHJKLMNPQRSTUVWXYZabcdefghijkmnopqrstuvwxyz";
+//! familiar `12D3KooW…` strings (base58 by the `bs58` crate). Envelope v2's `from` must equal
+//! the PeerId of its `pk`.
 
 /// The PeerId (`12D3KooW…`) of a raw Ed25519 public key.
 pub fn peer_id_of(public_key: &[u8; 32]) -> String {
@@ -15,53 +13,14 @@ pub fn peer_id_of(public_key: &[u8; 32]) -> String {
     base58_encode(&bytes)
 }
 
-/// Base58btc encoding.
+/// Base58btc encoding (the `bs58` crate, Bitcoin alphabet).
 pub fn base58_encode(input: &[u8]) -> String {
-    let zeros = input.iter().take_while(|&&b| b == 0).count();
-    // Repeated division of a base-256 big number by 58.
-    let mut digits: Vec<u8> = Vec::with_capacity(input.len() * 138 / 100 + 1);
-    for &byte in &input[zeros..] {
-        let mut carry = u32::from(byte);
-        for d in &mut digits {
-            carry += u32::from(*d) << 8;
-            *d = (carry % 58) as u8;
-            carry /= 58;
-        }
-        while carry > 0 {
-            digits.push((carry % 58) as u8);
-            carry /= 58;
-        }
-    }
-    let mut out = String::with_capacity(zeros + digits.len());
-    out.extend(std::iter::repeat_n('1', zeros));
-    out.extend(
-        digits
-            .iter()
-            .rev()
-            .map(|&d| char::from(ALPHABET[usize::from(d)])),
-    );
-    out
+    bs58::encode(input).into_string()
 }
 
 /// Base58btc decoding; `None` on a character outside the alphabet.
 pub fn base58_decode(input: &str) -> Option<Vec<u8>> {
-    let zeros = input.bytes().take_while(|&b| b == b'1').count();
-    let mut bytes: Vec<u8> = Vec::with_capacity(input.len());
-    for c in input.bytes().skip(zeros) {
-        let mut carry = ALPHABET.iter().position(|&a| a == c)? as u32;
-        for b in &mut bytes {
-            carry += u32::from(*b) * 58;
-            *b = (carry & 0xff) as u8;
-            carry >>= 8;
-        }
-        while carry > 0 {
-            bytes.push((carry & 0xff) as u8);
-            carry >>= 8;
-        }
-    }
-    let mut out = vec![0u8; zeros];
-    out.extend(bytes.iter().rev());
-    Some(out)
+    bs58::decode(input).into_vec().ok()
 }
 
 /// The raw Ed25519 public key inside a PeerId, when it is an identity-multihash Ed25519 PeerId.
