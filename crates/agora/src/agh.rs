@@ -84,7 +84,11 @@ fn validate_cmd(args: &ValidateArgs) -> io::Result<ExitCode> {
         reference_admission: args.reference_admission,
     };
     let mut dedup = DedupWindow::with_capacity(VALIDATE_DEDUP_CAPACITY);
-    input::map_lines(args.file.as_ref(), |n, line, verdict| {
+    let progress = input::file_progress(args.file.as_ref());
+    let done = input::map_lines(args.file.as_ref(), |n, line, verdict| {
+        if let Some(p) = &progress {
+            p.inc(line.len() as u64 + 1);
+        }
         let result = validate(line, now, &policy).and_then(|v| {
             let env = &v.envelope;
             let deadline = dedup_deadline(env.ts, env.expires_at, policy.replay_age);
@@ -102,7 +106,11 @@ fn validate_cmd(args: &ValidateArgs) -> io::Result<ExitCode> {
         }
         verdict.push(b'\n');
         Ok(ok)
-    })
+    });
+    if let Some(p) = progress {
+        p.finish_and_clear();
+    }
+    done
 }
 
 fn write_rejection(out: &mut Vec<u8>, n: u64, e: &Rejection) -> io::Result<()> {

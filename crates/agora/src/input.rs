@@ -1,4 +1,5 @@
-//! Line-oriented input from a file or standard input (`-` or absent).
+//! Line-oriented input from a file or standard input (`-` or absent), and progress shown on
+//! stderr for long commands when it is a terminal.
 
 use std::fs::File;
 use std::io::{self, BufRead, BufReader, BufWriter, Write};
@@ -66,4 +67,33 @@ pub(crate) fn map_lines(
     } else {
         ExitCode::SUCCESS
     })
+}
+
+/// A spinner on stderr for a long step, shown only when stderr is a terminal (hidden, and
+/// free, in a pipe or a file).
+pub(crate) fn spinner() -> indicatif::ProgressBar {
+    use std::io::IsTerminal as _;
+    if !io::stderr().is_terminal() {
+        return indicatif::ProgressBar::hidden();
+    }
+    let bar = indicatif::ProgressBar::new_spinner();
+    bar.enable_steady_tick(std::time::Duration::from_millis(120));
+    bar
+}
+
+/// A byte-count progress bar over `path` on stderr, shown only when stderr is a terminal and
+/// the input is a regular file (`None` otherwise).
+pub(crate) fn file_progress(path: Option<&PathBuf>) -> Option<indicatif::ProgressBar> {
+    use std::io::IsTerminal as _;
+    if !io::stderr().is_terminal() {
+        return None;
+    }
+    let len = std::fs::metadata(path?).ok().filter(|m| m.is_file())?.len();
+    let bar = indicatif::ProgressBar::new(len);
+    if let Ok(style) = indicatif::ProgressStyle::with_template(
+        "{bar:40} {bytes}/{total_bytes} {bytes_per_sec} eta {eta}",
+    ) {
+        bar.set_style(style);
+    }
+    Some(bar)
 }

