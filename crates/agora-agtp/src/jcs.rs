@@ -1,11 +1,8 @@
 //! RFC 8785 JSON Canonicalization Scheme (JCS) over [`serde_json::Value`]: the byte string the
 //! ES256 `ans_signature` is computed over (see [`crate::signature`]).
 //!
-//! The serialization is the maintained `serde_json_canonicalizer` crate (it passes every
-//! committed vector, `tests/vectors/agtp/jcs.json`, checked by the `signature_vectors` test);
-//! this module keeps the strict I-JSON parser ([`parse`]) for text whose canonical form matters
-//! (signed bodies), the exclusion of a signature member, and the UTF-16 name order as a
-//! function ([`cmp_utf16`]). What the scheme requires, by RFC 8785 section:
+//! This module owns the canonical serialization, and a strict I-JSON parser ([`parse`]) for text
+//! whose canonical form matters (signed bodies). What it implements, by RFC 8785 section:
 //!
 //! - §3.1 I-JSON input (RFC 7493): [`parse`] rejects duplicate member names, lone surrogates
 //!   and numbers outside the `f64` range; a `Value` built in memory is taken as it is.
@@ -14,7 +11,7 @@
 //! - §3.2.2.2 strings: only `"` and `\` and the C0 controls are escaped; `\b \t \n \f \r` use
 //!   their short forms, every other control is `\u00xx` with lowercase hex. Everything else,
 //!   U+2028/U+2029 and all non-ASCII included, is written as literal UTF-8.
-//! - §3.2.2.3 numbers: ECMAScript `Number.prototype.toString`, so `1e21` is
+//! - §3.2.2.3 numbers: ECMAScript `Number.prototype.toString` (via `ryu-js`), so `1e21` is
 //!   `1e+21`, `1e-7` is `1e-7`, `0.000001` stays `0.000001` and `-0` is `0`. Integers that
 //!   `serde_json` holds as `u64`/`i64` and whose magnitude is at most 2^53 are written exactly (the
 //!   same digits `toString` gives, without a float round trip); larger ones are converted to the
@@ -35,6 +32,8 @@
 //! library's correctly rounded `f64::from_str`, whatever features are on, so a verifier should
 //! parse signed bodies with it (or enable `float_roundtrip`).
 //!
+//! The writer appends to one caller-supplied buffer and sorts member references in one shared
+//! scratch vector, so canonicalizing allocates nothing per object once the buffers are warm.
 
 use std::cmp::Ordering;
 
@@ -75,31 +74,25 @@ impl JcsError {
 
 /// The canonical (RFC 8785) bytes of `value`.
 pub fn canonicalize(value: &Value) -> Vec<u8> {
-    to_canonical(value)
+    let mut out = Vec::with_capacity(256);
+    write_canonical(value, &mut out);
+    out
 }
 
 /// Appends the canonical (RFC 8785) bytes of `value` to `out`.
 pub fn write_canonical(value: &Value, out: &mut Vec<u8>) {
-    out.extend_from_slice(&to_canonical(value));
+    let mut scratch: Vec<(&str, &Value)> = Vec::new();
+    write_value(value, out, &mut scratch);
 }
 
 /// The canonical (RFC 8785) bytes of the object `map` with its member named `exclude` (if any)
 /// left out, as if it had been removed first; nothing is cloned. This is how a signature member
 /// is excluded from the bytes it signs.
 pub fn canonicalize_object_excluding(map: &Map<String, Value>, exclude: &str) -> Vec<u8> {
-    let kept: std::collections::BTreeMap<&str, &Value> = map
-        .iter()
-        .filter(|(k, _)| k.as_str() != exclude)
-        .map(|(k, v)| (k.as_str(), v))
-        .collect();
-    to_canonical(&kept)
-}
-
-/// The serialization by `serde_json_canonicalizer`. It cannot fail for a `Value` (no NaN or
-/// infinity can be in one); were it ever to, the bytes of `null` are returned, as
-/// `JSON.stringify` writes a non-finite number.
-fn to_canonical(value: &impl serde::Serialize) -> Vec<u8> {
-    serde_json_canonicalizer::to_vec(value).unwrap_or_else(|_| b"null".to_vec())
+    let mut out = Vec::with_capacity(256);
+    let mut scratch: Vec<(&str, &Value)> = Vec::new();
+    write_object(map, Some(exclude), &mut out, &mut scratch);
+    out
 }
 
 /// Parses `json` with [`parse`] and returns its canonical (RFC 8785) bytes.
@@ -421,6 +414,142 @@ fn utf16_rank(c: char) -> u32 {
     } else {
         c
     }
+}
+
+fn write_value<'a>(value: &'a Value, out: &mut Vec<u8>, scratch: &mut Vec<(&'a str, &'a Value)>) {
+    match value {
+        Value::Null => out.extend_from_slice(b"null"),
+        Value::Bool(true) => out.extend_from_slice(b"true"),
+        Value::Bool(false) => out.extend_from_slice(b"false"),
+        Value::Number(n) => write_number(n, out),
+        Value::String(s) => write_string(s, out),
+        Value::Array(items) => {
+            out.push(b'[');
+            for (i, item) in items.iter().enumerate() {
+                if i > 0 {
+                    out.push(b',');
+                }
+                write_value(item, out, scratch);
+            }
+            out.push(b']');
+        }
+        Value::Object(map) => write_object(map, None, out, scratch),
+    }
+}
+
+fn write_object<'a>(
+    map: &'a Map<String, Value>,
+    exclude: Option<&str>,
+    out: &mut Vec<u8>,
+    scratch: &mut Vec<(&'a str, &'a Value)>,
+) {
+    // This object's members occupy scratch[base..end]; nested objects push (and pop) theirs
+    // above `end`, so the segment stays valid while we recurse.
+    let base = scratch.len();
+    scratch.extend(
+        map.iter()
+            .filter(|(k, _)| Some(k.as_str()) != exclude)
+            .map(|(k, v)| (k.as_str(), v)),
+    );
+    let end = scratch.len();
+    if let Some(members) = scratch.get_mut(base..end) {
+        members.sort_unstable_by(|x, y| cmp_utf16(x.0, y.0));
+    }
+    out.push(b'{');
+    for i in base..end {
+        let Some(&(name, member)) = scratch.get(i) else {
+            break;
+        };
+        if i > base {
+            out.push(b',');
+        }
+        write_string(name, out);
+        out.push(b':');
+        write_value(member, out, scratch);
+    }
+    out.push(b'}');
+    scratch.truncate(base);
+}
+
+/// 2^53: integers up to this magnitude are exact in an `f64`, so their ECMAScript form is their
+/// decimal digits.
+const MAX_EXACT: u64 = 1 << 53;
+
+fn write_number(n: &Number, out: &mut Vec<u8>) {
+    if let Some(u) = n.as_u64()
+        && u <= MAX_EXACT
+    {
+        write_u64(u, out);
+        return;
+    }
+    if let Some(i) = n.as_i64()
+        && i.unsigned_abs() <= MAX_EXACT
+    {
+        if i < 0 {
+            out.push(b'-');
+        }
+        write_u64(i.unsigned_abs(), out);
+        return;
+    }
+    match n.as_f64() {
+        Some(f) if f.is_finite() => {
+            let mut buf = ryu_js::Buffer::new();
+            out.extend_from_slice(buf.format_finite(f).as_bytes());
+        }
+        _ => out.extend_from_slice(b"null"),
+    }
+}
+
+fn write_u64(mut u: u64, out: &mut Vec<u8>) {
+    // u64::MAX has 20 digits, so `pos` never underflows.
+    let mut buf = [0u8; 20];
+    let mut pos = buf.len();
+    loop {
+        pos -= 1;
+        buf[pos] = b'0' + (u % 10) as u8;
+        u /= 10;
+        if u == 0 {
+            break;
+        }
+    }
+    out.extend_from_slice(&buf[pos..]);
+}
+
+const HEX: &[u8; 16] = b"0123456789abcdef";
+
+fn write_string(s: &str, out: &mut Vec<u8>) {
+    out.reserve(s.len() + 2);
+    out.push(b'"');
+    let bytes = s.as_bytes();
+    let mut run = 0;
+    for (i, &b) in bytes.iter().enumerate() {
+        let short: &[u8] = match b {
+            b'"' => b"\\\"",
+            b'\\' => b"\\\\",
+            0x08 => b"\\b",
+            0x09 => b"\\t",
+            0x0A => b"\\n",
+            0x0C => b"\\f",
+            0x0D => b"\\r",
+            0x00..=0x1F => b"",
+            _ => continue,
+        };
+        if let Some(literal) = bytes.get(run..i) {
+            out.extend_from_slice(literal);
+        }
+        if short.is_empty() {
+            out.extend_from_slice(b"\\u00");
+            out.push(HEX[usize::from(b >> 4)]);
+            out.push(HEX[usize::from(b & 0xF)]);
+        } else {
+            out.extend_from_slice(short);
+        }
+        run = i + 1;
+    }
+    if let Some(literal) = bytes.get(run..) {
+        out.extend_from_slice(literal);
+    }
+    out.push(b'"');
 }
 
 #[cfg(test)]
