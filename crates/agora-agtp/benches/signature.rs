@@ -1,7 +1,9 @@
 //! Cost of the `ans_signature` on a DISCOVER result of 10 entries (the shape of discovery draft
 //! §3.4, about 5.3 kB canonical), on one core: RFC 8785 canonicalization alone, `sign_result`
 //! (canonicalize + ES256 sign + insert) and `verify_result` (parse the member, canonicalize,
-//! ES256 verify). Also the strict I-JSON parse of the signed body, next to `serde_json`'s.
+//! ES256 verify). Also the strict I-JSON parse of the signed body, next to `serde_json`'s, and
+//! the maintained RFC 8785 crate `serde_json_canonicalizer` on the same value (the competitor
+//! the module's hand-written writer is measured against).
 //!
 //! Run: `cargo bench -p agora-agtp --bench signature`.
 
@@ -65,6 +67,11 @@ fn bench(c: &mut Criterion) {
             out.clear();
             jcs::write_canonical(black_box(&unsigned_value), &mut out);
             black_box(out.len())
+        });
+    });
+    g.bench_function("serde_json_canonicalizer_same_value", |b| {
+        b.iter(|| {
+            black_box(serde_json_canonicalizer::to_vec(black_box(&unsigned_value)).map(|v| v.len()))
         });
     });
     g.bench_function("sign_result", |b| {

@@ -389,3 +389,24 @@ proptest! {
         );
     }
 }
+
+/// The maintained RFC 8785 crate `serde_json_canonicalizer` on the same vectors (issue 21 asked
+/// whether it can replace [`jcs`]): inputs parsed by [`jcs::parse`], so only the serialization is
+/// compared. It writes every canonical vector correctly; `jcs` keeps its own writer for speed
+/// (see the module documentation of `agora_agtp::jcs`), and this test keeps the two in step.
+#[test]
+fn the_jcs_crate_agrees_on_every_vector() {
+    let v = load(JCS_VECTORS);
+    let mut total = 0;
+    for case in v["cases"].as_array().unwrap() {
+        let (Some(want), Ok(value)) = (case.get("canonical"), jcs::parse(text(&case["input"])))
+        else {
+            continue;
+        };
+        total += 1;
+        let got = serde_json_canonicalizer::to_string(&value).unwrap();
+        assert_eq!(got, text(want), "{}", text(&case["name"]));
+        assert_eq!(jcs::canonicalize(&value), got.as_bytes());
+    }
+    assert!(total >= 50, "{total} canonical vectors");
+}
