@@ -37,7 +37,7 @@
 //!
 //! Why not a crate: the maintained `serde_json_canonicalizer` writes every committed vector
 //! (`tests/vectors/agtp/jcs.json`) correctly — a test keeps the two in step — but it took about
-//! seven times as long on a 10-result DISCOVER body (49 µs against 6.6 µs, `cargo bench -p
+//! nine times as long on a 10-result DISCOVER body (55.2 µs against 6.1 µs, `cargo bench -p
 //! agora-agtp --bench signature`, same run), time every signed DISCOVER answer and every
 //! verification pays. It has no strict I-JSON parser either, which signed bodies need.
 
