@@ -438,10 +438,49 @@ pub struct PeerConfig {
 }
 
 /// `[agh.nats]` settings.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Default)]
 pub struct NatsConfig {
-    /// Server URL, e.g. `nats://127.0.0.1:4222`.
+    /// Server URL, e.g. `nats://127.0.0.1:4222`; several servers of a cluster separated by
+    /// commas.
     pub url: String,
+    /// `user` (`AGORA_AGH_NATS_USER`), with a password.
+    pub user: Option<String>,
+    /// The password: `password_file`, or `AGORA_AGH_NATS_PASSWORD`.
+    pub password: Option<String>,
+    /// A token: `token_file`, or `AGORA_AGH_NATS_TOKEN`.
+    pub token: Option<String>,
+    /// `nkey_seed_file`: a file holding an NKey seed.
+    pub nkey_seed_file: Option<PathBuf>,
+    /// `creds_file`: a NATS `.creds` file (JWT and seed).
+    pub creds_file: Option<PathBuf>,
+    /// `tls_required`.
+    pub tls_required: bool,
+    /// `ca_file`: extra root certificates (PEM).
+    pub ca_file: Option<PathBuf>,
+    /// `client_cert` and `client_key` (PEM), both or neither.
+    pub client_cert: Option<(PathBuf, PathBuf)>,
+}
+
+impl NatsConfig {
+    /// The bridge's settings.
+    pub fn settings(&self) -> crate::nats::NatsSettings {
+        crate::nats::NatsSettings {
+            servers: self
+                .url
+                .split(',')
+                .map(|u| u.trim().to_owned())
+                .filter(|u| !u.is_empty())
+                .collect(),
+            token: self.token.clone(),
+            user: self.user.clone(),
+            password: self.password.clone(),
+            nkey_seed_file: self.nkey_seed_file.clone(),
+            creds_file: self.creds_file.clone(),
+            tls_required: self.tls_required,
+            ca_file: self.ca_file.clone(),
+            client_cert: self.client_cert.clone(),
+        }
+    }
 }
 
 impl Default for Config {
@@ -679,6 +718,23 @@ struct FileAgh {
 #[serde(deny_unknown_fields)]
 struct FileNats {
     url: String,
+    user: Option<String>,
+    password_file: Option<PathBuf>,
+    token_file: Option<PathBuf>,
+    nkey_seed_file: Option<PathBuf>,
+    creds_file: Option<PathBuf>,
+    #[serde(default)]
+    tls_required: bool,
+    ca_file: Option<PathBuf>,
+    client_cert: Option<PathBuf>,
+    client_key: Option<PathBuf>,
+}
+
+/// Reads a secret from a file (trimmed).
+fn secret_file(key: &str, path: &Path) -> Result<String, ConfigError> {
+    std::fs::read_to_string(path)
+        .map(|s| s.trim().to_owned())
+        .map_err(|e| invalid(key, &format!("cannot read {}: {e}", path.display())))
 }
 
 #[derive(Debug, Deserialize)]
@@ -722,6 +778,12 @@ pub struct Overrides {
     pub greet_interval: Option<u64>,
     /// `AGORA_AGH_NATS_URL`.
     pub nats_url: Option<String>,
+    /// `AGORA_AGH_NATS_USER`.
+    pub nats_user: Option<String>,
+    /// `AGORA_AGH_NATS_PASSWORD`.
+    pub nats_password: Option<String>,
+    /// `AGORA_AGH_NATS_TOKEN`.
+    pub nats_token: Option<String>,
     /// `AGORA_API_KEY`.
     pub api_key: Option<String>,
     /// `AGORA_RPC_API_KEY` (an older name of `AGORA_API_KEY`).
@@ -858,6 +920,9 @@ impl Config {
             peers_high: file.peers_high,
             greet_interval: file.greet_interval,
             nats_url: None,
+            nats_user: None,
+            nats_password: None,
+            nats_token: None,
             api_key: file.api_key,
             rpc_api_key: file.rpc.as_ref().and_then(|r| r.api_key.clone()),
             max_connections: file.max_connections,
@@ -938,7 +1003,35 @@ impl Config {
                 self.agh.reference_admission = r;
             }
             if let Some(nats) = agh.nats {
-                self.agh.nats = Some(NatsConfig { url: nats.url });
+                let client_cert = match (nats.client_cert, nats.client_key) {
+                    (Some(c), Some(k)) => Some((c, k)),
+                    (None, None) => None,
+                    _ => {
+                        return Err(invalid(
+                            "agh.nats.client_cert",
+                            "client_cert and client_key go together",
+                        ));
+                    }
+                };
+                let password = match &nats.password_file {
+                    Some(f) => Some(secret_file("agh.nats.password_file", f)?),
+                    None => None,
+                };
+                let token = match &nats.token_file {
+                    Some(f) => Some(secret_file("agh.nats.token_file", f)?),
+                    None => None,
+                };
+                self.agh.nats = Some(NatsConfig {
+                    url: nats.url,
+                    user: nats.user,
+                    password,
+                    token,
+                    nkey_seed_file: nats.nkey_seed_file,
+                    creds_file: nats.creds_file,
+                    tls_required: nats.tls_required,
+                    ca_file: nats.ca_file,
+                    client_cert,
+                });
             }
         }
         Ok(())
@@ -1006,7 +1099,27 @@ impl Config {
             self.greet_interval = Duration::from_secs(secs);
         }
         if let Some(url) = o.nats_url {
-            self.agh.nats = Some(NatsConfig { url });
+            self.agh.nats.get_or_insert_with(NatsConfig::default).url = url;
+        }
+        if let Some(n) = self.agh.nats.as_mut() {
+            if let Some(u) = &o.nats_user {
+                n.user = Some(u.clone());
+            }
+            if let Some(p) = &o.nats_password {
+                n.password = Some(p.clone());
+            }
+            if let Some(t) = &o.nats_token {
+                n.token = Some(t.clone());
+            }
+            for url in n.url.split(',').map(str::trim) {
+                crate::nats::check_server(url).map_err(|m| invalid("agh.nats.url", &m))?;
+            }
+            if n.password.is_some() != n.user.is_some() {
+                return Err(invalid(
+                    "agh.nats.user",
+                    "a user and a password go together",
+                ));
+            }
         }
         if let Some(t) = o.agtp_tls {
             self.agtp.tls = t;
@@ -1365,6 +1478,9 @@ impl Config {
             peers_high: number(&get, "AGORA_PEERS_HIGH")?,
             greet_interval: number(&get, "AGORA_GREET_INTERVAL")?,
             nats_url: get("AGORA_AGH_NATS_URL"),
+            nats_user: get("AGORA_AGH_NATS_USER"),
+            nats_password: get("AGORA_AGH_NATS_PASSWORD"),
+            nats_token: get("AGORA_AGH_NATS_TOKEN"),
             api_key: get("AGORA_API_KEY"),
             rpc_api_key: get("AGORA_RPC_API_KEY"),
             max_connections: number(&get, "AGORA_MAX_CONNECTIONS")?,

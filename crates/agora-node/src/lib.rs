@@ -412,13 +412,16 @@ pub async fn run_until(
     let mesh_task = tokio::spawn(mesh::run(mesh, mesh_rx, events_tx));
     let nats = match &config.agh.nats {
         Some(n) => {
-            let addr = nats::server_addr(&n.url).map_err(|message| NodeError::Nats {
-                url: n.url.clone(),
-                message,
-            })?;
+            let settings = n.settings();
+            if settings.servers.is_empty() {
+                return Err(NodeError::Nats {
+                    url: n.url.clone(),
+                    message: "no server".into(),
+                });
+            }
             let (cmd_tx, cmd_rx) = mpsc::channel(4096);
             let (msg_tx, msg_rx) = mpsc::channel(4096);
-            tokio::spawn(nats::run(addr, cmd_rx, msg_tx));
+            tokio::spawn(nats::run(settings, cmd_rx, msg_tx));
             Some((cmd_tx, msg_rx))
         }
         None => None,

@@ -81,3 +81,97 @@ async fn nodes_sharing_only_a_nats_server_exchange_envelopes() {
         .await
         .expect("alice receives the receipt");
 }
+
+/// A password-protected `nats-server`: nodes with the right user and password (from the
+/// environment, and from `[agh.nats] user` + `password_file`) bridge envelopes; a node with a
+/// wrong password logs the server's refusal and keeps serving its other faces.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_password_protected_server_bridges_only_with_the_right_password() {
+    let Some(nats) = support::spawn_nats_with(&["--user", "agora", "--pass", "s3cret-pass"]) else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let env = [
+        ("AGORA_AGH_NATS_URL", nats.url.as_str()),
+        ("AGORA_AGH_NATS_USER", "agora"),
+        ("AGORA_AGH_NATS_PASSWORD", "s3cret-pass"),
+    ];
+    let a = spawn_node_env(&dir.path().join("a"), &[], 1, &[], &env);
+    std::fs::write(dir.path().join("pw"), "s3cret-pass\n").unwrap();
+    let cfg = dir.path().join("b.toml");
+    std::fs::write(
+        &cfg,
+        format!(
+            "[agh.nats]\nurl = \"{}\"\nuser = \"agora\"\npassword_file = \"{}\"\n",
+            nats.url,
+            dir.path().join("pw").display()
+        ),
+    )
+    .unwrap();
+    let b = spawn_node_env(
+        &dir.path().join("b"),
+        &[],
+        1,
+        &["--config", cfg.to_str().unwrap()],
+        &[],
+    );
+    let mut alice = Agent::connect(&a.agh, "alice.sess-2", CH).await;
+    let mut bob = Agent::connect(&b.agh, "bob.sess-2", CH).await;
+    alice.greet(&["code.review"]).await;
+    bob.greet(&["test.run"]).await;
+    assert!(
+        see_each_other(
+            (&a.http, "alice.sess-2"),
+            (&b.http, "bob.sess-2"),
+            CH,
+            Duration::from_secs(10)
+        )
+        .await,
+        "greets cross the authenticated NATS server"
+    );
+
+    let (c, log) = {
+        let cfg = dir.path().join("c.toml");
+        std::fs::write(
+            &cfg,
+            format!(
+                "[agh.nats]\nurl = \"{}\"\nuser = \"agora\"\npassword_file = \"{}\"\n",
+                nats.url,
+                dir.path().join("bad-pw").display()
+            ),
+        )
+        .unwrap();
+        std::fs::write(dir.path().join("bad-pw"), "wrong-password").unwrap();
+        support::spawn_node_logged(&dir.path().join("c"), &["--config", cfg.to_str().unwrap()])
+    };
+
+    let refused = support::eventually(Duration::from_secs(15), async || {
+        (log.count(&["NATS"]) > 0
+            && log
+                .lines()
+                .iter()
+                .any(|l| l.to_ascii_lowercase().contains("authorization")))
+        .then_some(())
+    })
+    .await;
+    assert!(
+        refused.is_some(),
+        "the refusal is logged: {:#?}",
+        log.lines()
+    );
+    assert_eq!(support::get_json(&c.http, "/healthz").await["status"], "ok");
+    let mut carol = Agent::connect(&c.agh, "carol.sess-2", CH).await;
+    carol.greet(&["x"]).await;
+    let say = alice.envelope("say", None, json!({"text": "authenticated"}));
+    alice.send(&say).await;
+    bob.expect(Duration::from_secs(5), |v| v["id"] == say["id"])
+        .await
+        .expect("bob hears alice");
+    assert!(
+        carol
+            .expect(Duration::from_secs(2), |v| v["id"] == say["id"])
+            .await
+            .is_none(),
+        "the node with the wrong password gets nothing"
+    );
+}

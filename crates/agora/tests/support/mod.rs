@@ -499,8 +499,13 @@ pub(crate) fn on_path(program: &str) -> bool {
 /// Starts `nats-server` (Debian package `nats-server`; `.ci/run` installs it), or `None` when it
 /// is not installed (see [`external`]).
 // The child is reaped by `Server::drop`; a panic before that is a failing test anyway.
-#[allow(clippy::zombie_processes)]
 pub(crate) fn spawn_nats() -> Option<Server> {
+    spawn_nats_with(&[])
+}
+
+/// [`spawn_nats`] with extra `nats-server` arguments (e.g. `--user`, `--pass`).
+#[allow(clippy::zombie_processes)]
+pub(crate) fn spawn_nats_with(extra: &[&str]) -> Option<Server> {
     if !external(
         "nats-server",
         on_path("nats-server"),
@@ -510,6 +515,7 @@ pub(crate) fn spawn_nats() -> Option<Server> {
     }
     let mut child = Command::new("nats-server")
         .args(["-a", "127.0.0.1", "-p", "-1"])
+        .args(extra)
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
