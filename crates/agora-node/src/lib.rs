@@ -14,7 +14,7 @@
 //! | [`agh`] | the AGH service task (router, presence, lifecycle, delivery) |
 //! | [`agtp`] | the AGTP face: the Agent Name Service, its listener, TLS and client |
 //! | [`hyperspace`] | the Hyperspace service task (primitives, capability cards, discovery, invocation) |
-//! | [`nats`] | the NATS client carrying AGH |
+//! | [`nats`] | the NATS bridge carrying AGH (`async-nats`) |
 //! | [`frames`], [`topics`], [`pings`], [`gated`], [`connmgr`] | the mesh's parts: gossipsub's inbound reader, the topic budget, ping that keeps answering, wake-gated handlers, the connection manager |
 //! | [`rpc`] | the JSON-RPC 2.0 WebSocket face |
 //! | [`server`] | the AGH WebSocket face and the HTTP API |
