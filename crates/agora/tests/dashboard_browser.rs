@@ -1,8 +1,11 @@
 //! The dashboard in a real browser: headless Chromium driven through WebDriver (`chromedriver`,
-//! the `fantoccini` client) against three real nodes on 127.0.0.1 with an agent on each face —
-//! an AGH agent in a channel, a Hyperspace tool registered over JSON-RPC, an agent registered in
-//! the Agent Name Service over AGTP. The page must show what the nodes hold, and show a second
-//! agent joining the channel without a reload. A screenshot is saved under the target directory.
+//! the `fantoccini` client) against three real nodes in a line A–B–C on 127.0.0.1, with an agent
+//! on each face — AGH agents in a channel, Hyperspace tools registered over JSON-RPC on A and on
+//! B, an agent registered in A's Agent Name Service over AGTP. A's page must show what A holds
+//! (its PeerId, its connected peers, the channel's present agents as A's HTTP API lists them, the
+//! local and the remote tool, the ANS agent), then show an agent joining the channel on C
+//! without a reload. A screenshot is saved under the target directory
+//! (`target/tmp/dashboard.png`; `dashboard-failed.png` when the page does not show the mesh).
 //!
 //! Needs Debian's `chromium` and `chromium-driver`; without them the test prints one `skipped:`
 //! line, unless `AGORA_REQUIRE_EXTERNAL=1` (CI), which makes that a failure.
@@ -11,6 +14,10 @@
 
 mod support;
 
+use std::collections::BTreeSet;
+use std::io::Write as _;
+use std::os::unix::process::CommandExt as _;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
@@ -18,12 +25,16 @@ use agora_agtp::manifest::Transition;
 use agora_node::agtp::client::{self, Transport};
 use agora_node::agtp::tls::Roots;
 use fantoccini::{Client, ClientBuilder, Locator};
+use nix::sys::signal::{Signal, killpg};
+use nix::unistd::Pid;
 use serde_json::json;
-use support::{Agent, eventually, rpc_connect, spawn_node};
+use support::{Agent, Node, connected, eventually, peer_ids, rpc_connect, spawn_node};
 
 const WAIT: Duration = Duration::from_secs(30);
+const CHANNEL: &str = "ops";
 
-/// `chromedriver` on a free loopback port, killed on drop.
+/// `chromedriver` on a free loopback port, in a process group of its own with the Chromium it
+/// starts; the whole group is killed on drop, so a failing test leaves no browser behind.
 struct Driver {
     child: Child,
     url: String,
@@ -31,24 +42,32 @@ struct Driver {
 
 impl Drop for Driver {
     fn drop(&mut self) {
+        // chromedriver leaves its browser running when it is killed: kill the whole group.
+        if let Ok(pid) = i32::try_from(self.child.id()) {
+            let _ = killpg(Pid::from_raw(pid), Signal::SIGKILL);
+        }
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
 }
 
-async fn start_driver() -> Driver {
+async fn start_driver(chromedriver: &Path) -> Driver {
     let port = std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()
         .unwrap()
         .port();
-    let child = Command::new("chromedriver")
+    let child = Command::new(chromedriver)
         .arg(format!("--port={port}"))
+        .process_group(0)
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
         .expect("chromedriver starts");
-    let url = format!("http://127.0.0.1:{port}");
+    let driver = Driver {
+        child,
+        url: format!("http://127.0.0.1:{port}"),
+    };
     let up = eventually(Duration::from_secs(20), async || {
         tokio::net::TcpStream::connect(("127.0.0.1", port))
             .await
@@ -57,16 +76,18 @@ async fn start_driver() -> Driver {
     })
     .await;
     assert!(up.is_some(), "chromedriver listens on {port}");
-    Driver { child, url }
+    driver
 }
 
-async fn browser(driver: &Driver) -> Client {
+async fn browser(driver: &Driver, chromium: &Path) -> Client {
     // More than one rustls provider is linked into the test; the workspace's is ring.
     let _ = tokio_rustls::rustls::crypto::ring::default_provider().install_default();
     let mut caps = serde_json::Map::new();
     caps.insert(
         "goog:chromeOptions".into(),
         json!({
+            "binary": chromium,
+            // --no-sandbox: CI runs as root, where Chromium's sandbox refuses to start.
             "args": ["--headless=new", "--no-sandbox", "--disable-gpu",
                      "--disable-dev-shm-usage", "--window-size=1400,2200"],
         }),
@@ -80,11 +101,11 @@ async fn browser(driver: &Driver) -> Client {
 }
 
 /// The `attr` attribute of every element matching `css`.
-async fn attrs(page: &Client, css: &str, attr: &str) -> Vec<String> {
-    let mut out = Vec::new();
+async fn attrs(page: &Client, css: &str, attr: &str) -> BTreeSet<String> {
+    let mut out = BTreeSet::new();
     for e in page.find_all(Locator::Css(css)).await.unwrap_or_default() {
         if let Ok(Some(v)) = e.attr(attr).await {
-            out.push(v);
+            out.insert(v);
         }
     }
     out
@@ -97,40 +118,84 @@ async fn text(page: &Client, css: &str) -> String {
     }
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn the_dashboard_shows_the_live_mesh_in_chromium() {
-    let present = support::on_path("chromium") && support::on_path("chromedriver");
-    if !support::external(
-        "chromium and chromedriver",
-        present,
-        "apt-get install chromium chromium-driver",
-    ) {
-        return;
+/// The agents the page shows present in [`CHANNEL`].
+async fn shown_agents(page: &Client) -> BTreeSet<String> {
+    let css = format!("#agh-channels [data-channel={CHANNEL}] [data-agent]");
+    attrs(page, &css, "data-agent").await
+}
+
+/// How many snapshots the page has applied (`#last-update[data-seq]`).
+async fn applied(page: &Client) -> u64 {
+    let seq = attrs(page, "#last-update", "data-seq").await;
+    seq.first().and_then(|s| s.parse().ok()).unwrap_or(0)
+}
+
+/// Where the test's files go: `target/tmp`.
+fn artefact(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_TARGET_TMPDIR")).join(name)
+}
+
+/// Saves a screenshot of `page` to `target/tmp/<name>` and says where, past the harness's
+/// output capture (so CI logs show it for a passing test too).
+async fn screenshot(page: &Client, name: &str) {
+    let path = artefact(name);
+    match page.screenshot().await {
+        Ok(png) => {
+            std::fs::write(&path, png).unwrap();
+            let line = format!("dashboard screenshot: {}\n", path.display());
+            let _ = std::io::stderr().write_all(line.as_bytes());
+        }
+        Err(e) => {
+            let _ = writeln!(std::io::stderr(), "no screenshot: {e}");
+        }
     }
-    let dir = tempfile::tempdir().unwrap();
-    let gov = support::agtp_governance_key(dir.path());
-    let cfg = dir.path().join("agora.toml");
-    std::fs::write(&cfg, "[agtp]\ngovernance_keys = [\"gov.pub.json\"]\n").unwrap();
+}
+
+/// Fails the test with `what`, a screenshot and the start of the page's source.
+async fn give_up(page: &Client, what: &str) -> ! {
+    screenshot(page, "dashboard-failed.png").await;
+    let source = page.source().await.unwrap_or_default();
+    let end = source
+        .char_indices()
+        .map(|(i, _)| i)
+        .nth(6000)
+        .unwrap_or(source.len());
+    panic!("{what}; the page:\n{}", &source[..end]);
+}
+
+/// A–B–C in a line (A with the ANS governance key in `config`), once B is connected to both.
+async fn line(dir: &Path, config: &Path) -> (Node, Node, Node) {
     let a = spawn_node(
-        &dir.path().join("a"),
+        &dir.join("a"),
         &[],
         30,
-        &["--config", cfg.to_str().unwrap()],
+        &["--config", config.to_str().unwrap()],
     );
-    let b = spawn_node(&dir.path().join("b"), &[&a.p2p], 30, &[]);
-    let c = spawn_node(&dir.path().join("c"), &[&b.p2p], 30, &[]);
+    let b = spawn_node(&dir.join("b"), &[&a.p2p], 30, &[]);
+    let c = spawn_node(&dir.join("c"), &[&b.p2p], 30, &[]);
+    let formed = eventually(WAIT, async || {
+        let on_b = connected(&b.http).await;
+        (on_b.contains(&a.peer_id) && on_b.contains(&c.peer_id)).then_some(())
+    })
+    .await;
+    assert!(formed.is_some(), "A–B–C connect");
+    (a, b, c)
+}
 
-    // An agent on each face: AGH on A, a Hyperspace tool on A (so its card is A's own), ANS on A.
-    let mut first = Agent::connect(&a.agh, "browser-agent-1", "ops").await;
-    first.greet(&["echo"]).await;
-    let mut provider = rpc_connect(&a.rpc).await;
+async fn register_tool(rpc: &str, name: &str) -> (support::Ws, String) {
+    let mut provider = rpc_connect(rpc).await;
     let tool = support::register_tool(
         &mut provider,
-        json!({"name": "browser-echo", "description": "echoes", "schema": {"type": "object"},
+        json!({"name": name, "description": "echoes its input", "schema": {"type": "object"},
                "capabilities": ["echo"]}),
     )
     .await;
-    let agtp = a.agtp.strip_prefix("agtp://").unwrap().to_owned();
+    (provider, tool)
+}
+
+/// Registers and activates `agt-browser` in `node`'s Agent Name Service over AGTP.
+async fn activate_ans_agent(node: &Node, gov: &agora_agtp::signature::AnsSigningKey) {
+    let agtp = node.agtp.strip_prefix("agtp://").unwrap().to_owned();
     let transport = Transport::for_host("127.0.0.1", false, false, &Roots::WebPki).unwrap();
     let manifest = json!({
         "canonical_id": "agt-browser",
@@ -144,93 +209,116 @@ async fn the_dashboard_shows_the_live_mesh_in_chromium() {
         "authority_scope_categories": ["documents:query"],
         "job_description": "answers questions in the dashboard test",
     });
-    let activated = client::request(
-        &agtp,
-        &transport,
-        &support::agtp_lifecycle_request(
-            &gov,
-            Transition::Activate,
-            "agt-browser",
-            Some(&manifest),
-            None,
-        ),
-        WAIT,
-    )
-    .await
-    .expect("the name server answers");
+    let request = support::agtp_lifecycle_request(
+        gov,
+        Transition::Activate,
+        "agt-browser",
+        Some(&manifest),
+        None,
+    );
+    let activated = client::request(&agtp, &transport, &request, WAIT)
+        .await
+        .expect("the name server answers");
     assert_eq!(
         activated.status.0,
         200,
         "{}",
         String::from_utf8_lossy(&activated.body)
     );
+}
 
-    let driver = start_driver().await;
-    let page = browser(&driver).await;
+#[tokio::test(flavor = "multi_thread")]
+async fn the_dashboard_shows_the_live_mesh_in_chromium() {
+    let (Some(chromium), Some(chromedriver)) = (
+        support::find_on_path("chromium"),
+        support::find_on_path("chromedriver"),
+    ) else {
+        support::external(
+            "chromium and chromedriver",
+            false,
+            "apt-get install chromium chromium-driver",
+        );
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let gov = support::agtp_governance_key(dir.path());
+    let cfg = dir.path().join("agora.toml");
+    std::fs::write(&cfg, "[agtp]\ngovernance_keys = [\"gov.pub.json\"]\n").unwrap();
+    let (a, b, c) = line(dir.path(), &cfg).await;
+
+    // An agent on each face: AGH in a channel on A; Hyperspace tools on A (local to the page) and
+    // on B (known to A from B's capability card); the ANS on A.
+    let mut first = Agent::connect(&a.agh, "browser-agent-1", CHANNEL).await;
+    first.greet(&["echo"]).await;
+    let (_local_provider, local_tool) = register_tool(&a.rpc, "browser-echo-a").await;
+    let (_remote_provider, remote_tool) = register_tool(&b.rpc, "browser-echo-b").await;
+    activate_ans_agent(&a, &gov).await;
+
+    let driver = start_driver(&chromedriver).await;
+    let page = browser(&driver, &chromium).await;
     page.goto(&format!("{}/", a.http)).await.unwrap();
+
+    // The page shows A's live state: what A's own HTTP API says at the same time.
     let shown = eventually(WAIT, async || {
         let peer_id = text(&page, "#node-peer-id").await;
         let peers = attrs(&page, "#peers [data-peer]", "data-peer").await;
-        let agents = attrs(
-            &page,
-            "#agh-channels [data-channel=ops] [data-agent]",
-            "data-agent",
-        )
-        .await;
+        let live_peers: BTreeSet<String> = connected(&a.http).await.into_iter().collect();
+        let agents = shown_agents(&page).await;
+        let live_agents: BTreeSet<String> = peer_ids(&a.http, CHANNEL).await.into_iter().collect();
         let tools = attrs(&page, "#hs-tools [data-tool]", "data-tool").await;
         let ans = attrs(&page, "#ans-agents [data-agent-id]", "data-agent-id").await;
         (peer_id == a.peer_id
             && peers.contains(&b.peer_id)
-            && agents.contains(&"browser-agent-1".to_owned())
-            && tools.contains(&tool)
-            && ans.contains(&"agt-browser".to_owned()))
+            && peers == live_peers
+            && agents.contains("browser-agent-1")
+            && agents == live_agents
+            && tools.contains(&local_tool)
+            && tools.contains(&remote_tool)
+            && ans.contains("agt-browser"))
         .then_some(())
     })
     .await;
     if shown.is_none() {
-        let source = page.source().await.unwrap_or_default();
-        panic!(
-            "the page shows A's PeerId, B connected, the agent in ops, the tool and the ANS agent; page:\n{}",
-            &source[..source.len().min(4000)]
-        );
+        give_up(
+            &page,
+            "the page shows A's PeerId, A's connected peers (B among them), the agents present \
+             in ops, the tools of A and B and the ANS agent",
+        )
+        .await;
     }
-    // A second agent joins: the same page (no reload) shows it, with more snapshots applied.
-    let seq = |s: String| s.parse::<u64>().unwrap_or(0);
-    let before = seq(attrs(&page, "#last-update", "data-seq").await.concat());
-    assert!(before >= 1);
+
+    // An agent joins the channel on C: the same document (no reload) shows it on A's page, with
+    // more snapshots applied.
+    let before = applied(&page).await;
+    assert!(before >= 1, "snapshots applied: {before}");
     let marker = page
         .execute("window.__sameDocument = true; return true;", vec![])
         .await
         .unwrap();
     assert_eq!(marker, json!(true));
-    let mut second = Agent::connect(&a.agh, "browser-agent-2", "ops").await;
-    second.greet(&["echo"]).await;
+    let mut joiner = Agent::connect(&c.agh, "browser-agent-2", CHANNEL).await;
+    joiner.greet(&["echo"]).await;
     let updated = eventually(WAIT, async || {
-        let agents = attrs(
-            &page,
-            "#agh-channels [data-channel=ops] [data-agent]",
-            "data-agent",
-        )
-        .await;
-        agents.contains(&"browser-agent-2".to_owned()).then_some(())
+        let agents = shown_agents(&page).await;
+        (agents.contains("browser-agent-1") && agents.contains("browser-agent-2")).then_some(())
     })
     .await;
-    assert!(
-        updated.is_some(),
-        "the joining agent appears without a reload"
-    );
+    if updated.is_none() {
+        give_up(
+            &page,
+            "A's page shows the agent that joined ops on C without a reload",
+        )
+        .await;
+    }
     let same = page
         .execute("return window.__sameDocument === true;", vec![])
         .await
         .unwrap();
     assert_eq!(same, json!(true), "the page was not reloaded");
-    let after = seq(attrs(&page, "#last-update", "data-seq").await.concat());
+    let after = applied(&page).await;
     assert!(after > before, "snapshots kept coming ({before} → {after})");
 
-    let png = page.screenshot().await.unwrap();
-    let path = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("dashboard.png");
-    std::fs::write(&path, png).unwrap();
-    println!("dashboard screenshot: {}", path.display());
+    screenshot(&page, "dashboard.png").await;
     page.close().await.unwrap();
-    drop((first, second, c));
+    drop((first, joiner, a, b, c));
 }

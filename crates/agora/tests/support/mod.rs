@@ -487,13 +487,19 @@ pub(crate) fn external(what: &str, present: bool, install: &str) -> bool {
 
 /// Whether an executable named `program` is in a directory of `PATH`.
 pub(crate) fn on_path(program: &str) -> bool {
+    find_on_path(program).is_some()
+}
+
+/// The first executable named `program` in the directories of `PATH`.
+pub(crate) fn find_on_path(program: &str) -> Option<PathBuf> {
     use std::os::unix::fs::PermissionsExt as _;
-    std::env::var_os("PATH").is_some_and(|paths| {
-        std::env::split_paths(&paths).any(|dir| {
-            std::fs::metadata(dir.join(program))
+    let paths = std::env::var_os("PATH")?;
+    std::env::split_paths(&paths)
+        .map(|dir| dir.join(program))
+        .find(|file| {
+            std::fs::metadata(file)
                 .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
         })
-    })
 }
 
 /// Starts `nats-server` (Debian package `nats-server`; `.ci/run` installs it), or `None` when it
