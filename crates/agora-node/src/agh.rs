@@ -439,8 +439,8 @@ impl<I: IdSource> Service<I> {
                     tracing::warn!(
                         conn = conn.0,
                         dropped = gone.dropped,
-                        "agent disconnected; {} more dropped frames were not logged",
-                        gone.drop_warnings.held
+                        unlogged_drops = gone.drop_warnings.held,
+                        "agent disconnected with dropped frames that were not logged"
                     );
                 }
                 self.router.presence.remove_owner(&conn);

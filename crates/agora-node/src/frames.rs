@@ -118,9 +118,10 @@ impl Refusals {
         }
         if self.logged.insert((peer, reason)) {
             tracing::warn!(
-                %peer,
+                peer_id = %peer,
                 reason = reason.name(),
-                "gossip refused: {detail} (counted; further ones from this peer are not logged)"
+                detail,
+                "gossip refused (counted; further ones from this peer are not logged)"
             );
         }
     }
@@ -288,7 +289,7 @@ impl NetworkBehaviour for FrameGuard {
                 if exhausted {
                     self.outbound.exhausted += 1;
                     tracing::warn!(
-                        peer = %peer_id,
+                        peer_id = %peer_id,
                         "gossipsub's handler used up its outbound stream attempts on this connection; closing it so the peer is dialled afresh"
                     );
                     self.close(peer_id, connection_id);

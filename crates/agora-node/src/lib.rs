@@ -107,11 +107,12 @@ pub enum NodeError {
 }
 
 /// Prints the stable `listening on <face> <addr>` line and flushes, so that scripts reading a
-/// pipe see it at once.
-fn announce(face: &str, addr: &str) {
+/// pipe see it at once; logs it as the `listening` event (`face`, `addr`, `tls`).
+fn announce(face: &str, addr: &str, tls: bool) {
     let mut out = std::io::stdout().lock();
     let _ = writeln!(out, "listening on {face} {addr}");
     let _ = out.flush();
+    tracing::info!(face, addr, tls, "listening");
 }
 
 async fn bind(face: &'static str, addr: std::net::SocketAddr) -> Result<TcpListener, NodeError> {
@@ -409,6 +410,7 @@ pub async fn run_until(
         }
     });
 
+    let peer_id = mesh.peer_id().to_string();
     let mesh_task = tokio::spawn(mesh::run(mesh, mesh_rx, events_tx));
     let nats = match &config.agh.nats {
         Some(n) => {
@@ -451,11 +453,11 @@ pub async fn run_until(
     // The p2p listener reports its address asynchronously; print it before the others so that
     // a script reading the first lines finds the node's identity first.
     if let Some(addr) = listening_rx.recv().await {
-        announce("p2p", &addr.to_string());
+        announce("p2p", &addr.to_string(), false);
     }
     tokio::spawn(async move {
         while let Some(addr) = listening_rx.recv().await {
-            announce("p2p", &addr.to_string());
+            announce("p2p", &addr.to_string(), false);
         }
     });
 
@@ -469,18 +471,17 @@ pub async fn run_until(
         ("http", format!("http://{http_addr}")),
         ("agtp", format!("agtp://{agtp_addr}")),
     ];
-    tracing::info!(
-        tls = agtp_face.tls.is_some(),
-        "agtp face on {agtp_addr} ({})",
-        if agtp_face.tls.is_some() {
-            "TLS 1.3"
-        } else {
-            "plain AGTP"
-        }
-    );
     for (face, addr) in &faces {
-        announce(face, addr);
+        // of the faces only AGTP can be served over TLS (1.3) by the node itself
+        announce(face, addr, *face == "agtp" && agtp_face.tls.is_some());
     }
+    tracing::info!(
+        peer_id = %peer_id,
+        version = env!("CARGO_PKG_VERSION"),
+        data_dir = %config.data.display(),
+        startup_ms = started.elapsed().as_secs_f64() * 1e3,
+        "node started"
+    );
     let state = server::AppState {
         agh: agh_tx,
         mesh: mesh_tx,
@@ -598,7 +599,7 @@ pub async fn run_until(
     drop(state);
 
     shutdown.await;
-    tracing::info!("shutting down");
+    tracing::info!(uptime_secs = started.elapsed().as_secs(), "shutting down");
     let _ = stop_tx.send(());
     // Open WebSocket sessions end when their sockets close; give listeners a moment, then stop.
     let grace = Duration::from_secs(5);
@@ -614,6 +615,7 @@ pub async fn run_until(
     let _ = hs_task.await;
     let _ = mesh_task.await;
     drop(store);
+    tracing::info!("node stopped");
     Ok(())
 }
 
@@ -662,7 +664,7 @@ fn parse_rows<T: serde::de::DeserializeOwned>(rows: Vec<(String, String)>, what:
         .filter_map(|(id, json)| match serde_json::from_str(&json) {
             Ok(v) => Some(v),
             Err(e) => {
-                tracing::warn!(%id, error = %e, "stored {what} is unreadable; ignored");
+                tracing::warn!(%id, error = %e, what, "a stored row is unreadable; ignored");
                 None
             }
         })

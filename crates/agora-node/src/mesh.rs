@@ -1286,6 +1286,12 @@ fn handle_swarm_event(
                     .add_address(&peer_id, endpoint.get_remote_address().clone());
             }
             if num_established.get() == 1 {
+                tracing::info!(
+                    peer_id = %peer_id,
+                    address = %endpoint.get_remote_address(),
+                    direction = if endpoint.is_dialer() { "outbound" } else { "inbound" },
+                    "peer connected"
+                );
                 pending
                     .telemetry
                     .conn_event(peer_id.to_string(), "connected");
@@ -1299,8 +1305,13 @@ fn handle_swarm_event(
         SwarmEvent::ConnectionClosed {
             peer_id,
             num_established: 0,
+            cause,
             ..
         } => {
+            match &cause {
+                Some(e) => tracing::info!(peer_id = %peer_id, cause = %e, "peer disconnected"),
+                None => tracing::info!(peer_id = %peer_id, cause = "closed", "peer disconnected"),
+            }
             pending
                 .telemetry
                 .conn_event(peer_id.to_string(), "disconnected");

@@ -804,7 +804,8 @@ async fn write(
                     Ok(Err(_)) => return,
                     Err(_) => {
                         tracing::info!(
-                            "closing a JSON-RPC connection that took no reply for {timeout:?}"
+                            timeout_ms = timeout.as_secs_f64() * 1e3,
+                            "closing a JSON-RPC connection that took no reply in time"
                         );
                         close(
                             &mut sink,

@@ -1,8 +1,13 @@
 //! `agora call`, `agora tools`, `agora session`: the Hyperspace JSON-RPC face from the shell.
 //!
-//! Contract (scripts rely on it): the result is printed on stdout as JSON (pretty), exit 0; a
-//! JSON-RPC error prints `error <code>: <message>` on stderr (and `data: <json>` on a second line
-//! when the error has data), exit 1; a usage or connection problem prints `agora: <what>` on
+//! This module owns the command line's side of the face: one WebSocket connection per command,
+//! the request frame (ids assigned here), waiting for its answer, and the output contract.
+//!
+//! Contract (scripts rely on it; `docs/node.md` "The command line"): the result is printed on
+//! stdout as pretty JSON, exit 0; a JSON-RPC error prints `error <code>: <message>` on stderr
+//! (and `data: <compact json>` on a second line when the error has data), exit 1; a usage or
+//! connection problem — bad parameters, an unreadable batch file, a node that cannot be reached,
+//! a refused credential, no answer within [`TIMEOUT`] — prints one line `agora: <what>` on
 //! stderr, exit 2. `--batch FILE` sends the file's array of `{"method", "params"}` as one
 //! JSON-RPC batch and prints the array of responses in request order (exit 1, with
 //! `error: at least one call of the batch failed …` on stderr, when any is an error).
@@ -53,11 +58,23 @@ pub(crate) struct CallArgs {
 /// `agora session …`.
 #[derive(Debug, Subcommand)]
 pub(crate) enum SessionCommand {
-    /// Create a session (`state.createSession`); prints its id and token.
+    /// Create a session (`state.createSession`); prints `{sessionId, createdAt, sessionToken}`.
     Create {
         #[command(flatten)]
         opts: RpcOpts,
-        /// Extra parameters as JSON (e.g. `{"ttl": 3600}`).
+        /// The agent's name (`agentName`).
+        #[arg(long, value_name = "NAME")]
+        agent_name: Option<String>,
+        /// The agent's kind (`agentType`, e.g. `autonomous`).
+        #[arg(long, value_name = "TYPE")]
+        agent_type: Option<String>,
+        /// The model the agent runs (`model`).
+        #[arg(long, value_name = "MODEL")]
+        model: Option<String>,
+        /// Free-form metadata, a JSON object (`{"budget": 100, "maxDepth": 3}`).
+        #[arg(long, value_name = "JSON")]
+        metadata: Option<String>,
+        /// Any parameters as a JSON object (`-` reads it from stdin); the flags above override it.
         params: Option<String>,
     },
     /// End a session (`state.endSession`).
@@ -74,9 +91,12 @@ pub(crate) enum SessionCommand {
 pub(crate) struct ToolsArgs {
     #[command(flatten)]
     opts: RpcOpts,
-    /// Only tools matching this query.
-    #[arg(long)]
+    /// Only tools matching this text (name, description, capabilities).
+    #[arg(long, value_name = "TEXT")]
     query: Option<String>,
+    /// Only tools with this capability tag (repeatable: every tag must match).
+    #[arg(long = "capability", value_name = "TAG")]
+    capabilities: Vec<String>,
     /// Print the JSON result instead of a table.
     #[arg(long)]
     json: bool,
@@ -149,13 +169,46 @@ fn params_of(text: Option<&str>) -> Result<Option<Value>, Failure> {
     Ok(Some(v))
 }
 
+/// Why the face refused the WebSocket upgrade: its status and, when the body is the node's
+/// `{"error": …}`, that reason.
+fn refusal(
+    url: &str,
+    response: &tokio_tungstenite::tungstenite::handshake::client::Response,
+) -> Failure {
+    let reason = response
+        .body()
+        .as_deref()
+        .and_then(|b| serde_json::from_slice::<Value>(b).ok())
+        .and_then(|v| v["error"].as_str().map(str::to_owned));
+    let status = response.status();
+    usage(match reason {
+        Some(r) => format!("{url} refused the connection (HTTP {status}): {r}"),
+        None => format!("{url} refused the connection (HTTP {status})"),
+    })
+}
+
+/// Whether `v` is the answer to `frame`: an array for a batch; for one call, a response with its
+/// id (or id `null`: the face could not read the request). Requests from the face to the client
+/// (they carry a `method`) are not answers.
+fn answers(frame: &Value, v: &Value) -> bool {
+    match (frame, v) {
+        (Value::Array(_), Value::Array(_)) => true,
+        (_, Value::Object(o)) if o.contains_key("method") => false,
+        (Value::Array(_), Value::Object(o)) => o.contains_key("error"),
+        (_, Value::Object(o)) => o
+            .get("id")
+            .is_some_and(|id| id.is_null() || *id == frame["id"]),
+        _ => false,
+    }
+}
+
 /// Sends one frame to the face and returns the answer.
 async fn exchange(opts: &RpcOpts, frame: &Value) -> Result<Value, Failure> {
-    let mut request = opts
-        .rpc
-        .as_str()
+    use tokio_tungstenite::tungstenite::Error as WsError;
+    let url = opts.rpc.as_str();
+    let mut request = url
         .into_client_request()
-        .map_err(|e| usage(format!("{:?} is not a WebSocket URL: {e}", opts.rpc)))?;
+        .map_err(|e| usage(format!("{url:?} is not a WebSocket URL: {e}")))?;
     if let Some(t) = &opts.token {
         let value = format!("Bearer {t}")
             .parse()
@@ -163,33 +216,45 @@ async fn exchange(opts: &RpcOpts, frame: &Value) -> Result<Value, Failure> {
         request.headers_mut().insert("authorization", value);
     }
     let connect = tokio_tungstenite::connect_async(request);
-    let (mut ws, _) = tokio::time::timeout(TIMEOUT, connect)
-        .await
-        .map_err(|_| usage(format!("{} did not answer in time", opts.rpc)))?
-        .map_err(|e| usage(format!("cannot connect to {}: {e}", opts.rpc)))?;
+    let (mut ws, _) = match tokio::time::timeout(TIMEOUT, connect).await {
+        Err(_) => return Err(usage(format!("{url} did not answer within {TIMEOUT:?}"))),
+        Ok(Err(WsError::Http(response))) => return Err(refusal(url, &response)),
+        Ok(Err(e)) => return Err(usage(format!("cannot connect to {url}: {e}"))),
+        Ok(Ok(pair)) => pair,
+    };
     ws.send(Message::Text(frame.to_string().into()))
         .await
-        .map_err(|e| usage(format!("cannot send: {e}")))?;
+        .map_err(|e| usage(format!("cannot send to {url}: {e}")))?;
     let answer = tokio::time::timeout(TIMEOUT, async {
         while let Some(msg) = ws.next().await {
             match msg {
-                Ok(Message::Text(t)) => return Some(t.to_string()),
-                Ok(Message::Close(_)) | Err(_) => return None,
+                Ok(Message::Text(t)) => {
+                    let v: Value = serde_json::from_str(t.as_str())
+                        .map_err(|e| usage(format!("the answer of {url} is not JSON: {e}")))?;
+                    if answers(frame, &v) {
+                        return Ok(v);
+                    }
+                }
+                Ok(Message::Close(Some(c))) => {
+                    return Err(usage(format!(
+                        "{url} closed the connection without answering ({} {})",
+                        u16::from(c.code),
+                        c.reason
+                    )));
+                }
+                Ok(Message::Close(None)) => break,
+                Err(e) => return Err(usage(format!("the connection to {url} failed: {e}"))),
                 Ok(_) => {}
             }
         }
-        None
+        Err(usage(format!(
+            "{url} closed the connection without answering"
+        )))
     })
     .await
-    .map_err(|_| usage(format!("no answer from {} within {TIMEOUT:?}", opts.rpc)))?
-    .ok_or_else(|| {
-        usage(format!(
-            "{} closed the connection without answering",
-            opts.rpc
-        ))
-    })?;
+    .map_err(|_| usage(format!("no answer from {url} within {TIMEOUT:?}")))??;
     let _ = ws.close(None).await;
-    serde_json::from_str(&answer).map_err(|e| usage(format!("the answer is not JSON: {e}")))
+    Ok(answer)
 }
 
 /// One call: the result, or the JSON-RPC error.
@@ -270,45 +335,121 @@ async fn batch(opts: &RpcOpts, file: &std::path::Path) -> Result<(), Failure> {
 /// `agora tools`.
 pub(crate) fn tools_command(args: ToolsArgs) -> ExitCode {
     run(async move {
-        let params = json!({"query": args.query.clone().unwrap_or_default()});
+        let mut params = json!({"query": args.query.clone().unwrap_or_default()});
+        if !args.capabilities.is_empty() {
+            params["capabilities"] = json!(args.capabilities);
+        }
         let result = call(&args.opts, "tool.discover", Some(params)).await?;
         if args.json {
             print(&result);
             return Ok(());
         }
-        let tools = result["tools"].as_array().cloned().unwrap_or_default();
+        let tools = result["tools"].as_array().map_or(&[][..], Vec::as_slice);
         if tools.is_empty() {
             println!("no tools found");
             return Ok(());
         }
-        println!("{:<24} {:<24} {:<20} description", "id", "name", "provider");
-        for t in tools {
-            let provider = t["peerId"]
-                .as_str()
-                .or_else(|| t["provider"].as_str())
-                .unwrap_or("");
-            println!(
-                "{:<24} {:<24} {:<20} {}",
-                t["id"].as_str().unwrap_or(""),
-                t["name"].as_str().unwrap_or(""),
-                if provider.len() > 20 {
-                    &provider[provider.len() - 20..]
-                } else {
-                    provider
-                },
-                t["description"].as_str().unwrap_or("")
-            );
-        }
+        let rows: Vec<Vec<String>> = tools.iter().map(tool_row).collect();
+        crate::client::table(
+            &[
+                "ID",
+                "NAME",
+                "REPUTATION",
+                "LATENCY_MS",
+                "CAPABILITIES",
+                "PEER",
+                "DESCRIPTION",
+            ],
+            &rows,
+        );
         Ok(())
     })
+}
+
+/// Longest description shown in the table (in characters); `--json` has them whole.
+const DESCRIPTION_CHARS: usize = 60;
+
+/// One row of the `agora tools` table.
+fn tool_row(t: &Value) -> Vec<String> {
+    let text = |k: &str| t[k].as_str().unwrap_or("").to_owned();
+    let description = text("description");
+    let description = if description.chars().count() > DESCRIPTION_CHARS {
+        let cut: String = description.chars().take(DESCRIPTION_CHARS - 1).collect();
+        format!("{cut}…")
+    } else {
+        description
+    };
+    let capabilities = t["capabilities"]
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .filter_map(Value::as_str)
+                .collect::<Vec<_>>()
+                .join(",")
+        })
+        .unwrap_or_default();
+    vec![
+        text("id"),
+        text("name"),
+        t["reputation"]
+            .as_f64()
+            .map_or_else(String::new, |r| format!("{r:.2}")),
+        t["avgLatency"]
+            .as_u64()
+            .map_or_else(String::new, |l| l.to_string()),
+        capabilities,
+        text("peerId"),
+        description,
+    ]
+}
+
+/// The params of `agora session create`: PARAMS (an object), then the flags over it.
+fn create_params(
+    params: Option<&str>,
+    fields: [(&str, Option<String>); 3],
+    metadata: Option<&str>,
+) -> Result<Value, Failure> {
+    let mut p = params_of(params)?.unwrap_or_else(|| json!({}));
+    let Some(obj) = p.as_object_mut() else {
+        return Err(usage("the session's parameters must be a JSON object"));
+    };
+    for (key, value) in fields {
+        if let Some(v) = value {
+            obj.insert(key.to_owned(), Value::String(v));
+        }
+    }
+    if let Some(m) = metadata {
+        let m: Value =
+            serde_json::from_str(m).map_err(|e| usage(format!("--metadata is not JSON: {e}")))?;
+        if !m.is_object() {
+            return Err(usage("--metadata must be a JSON object"));
+        }
+        obj.insert("metadata".to_owned(), m);
+    }
+    Ok(p)
 }
 
 /// `agora session …`.
 pub(crate) fn session_command(command: SessionCommand) -> ExitCode {
     run(async move {
         match command {
-            SessionCommand::Create { opts, params } => {
-                let params = params_of(params.as_deref())?.unwrap_or_else(|| json!({}));
+            SessionCommand::Create {
+                opts,
+                agent_name,
+                agent_type,
+                model,
+                metadata,
+                params,
+            } => {
+                let params = create_params(
+                    params.as_deref(),
+                    [
+                        ("agentName", agent_name),
+                        ("agentType", agent_type),
+                        ("model", model),
+                    ],
+                    metadata.as_deref(),
+                )?;
                 print(&call(&opts, "state.createSession", Some(params)).await?);
             }
             SessionCommand::End { opts, id } => {

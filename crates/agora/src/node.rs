@@ -131,6 +131,12 @@ pub(crate) fn run(args: NodeArgs) -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    if let Some(level) = &config.log.level
+        && let Err(e) = tracing_subscriber::EnvFilter::try_new(level)
+    {
+        eprintln!("agora: configuration: log.level: {level:?} is not a tracing filter ({e})");
+        return ExitCode::from(2);
+    }
     init_logging(&config.log);
     // jemalloc's background thread purges freed pages (after its 10 s decay) even while the node
     // is idle: the memory of closed connections goes back to the system.
@@ -160,17 +166,21 @@ pub(crate) fn run(args: NodeArgs) -> ExitCode {
     }
 }
 
+/// What is logged when neither `RUST_LOG`, `AGORA_LOG` nor `[log] level` says.
+const DEFAULT_LOG_FILTER: &str = "warn,libp2p_kad=error,agora_node=info";
+
 /// Logs to stderr: `RUST_LOG`, else `AGORA_LOG`, else `[log] level`, else the default filter;
 /// text with ANSI colours only when stderr is a terminal, or JSON lines.
 fn init_logging(log: &agora_node::config::LogConfig) {
     use std::io::IsTerminal as _;
-    let spec = std::env::var("RUST_LOG")
-        .ok()
-        .or_else(|| std::env::var("AGORA_LOG").ok())
+    // an empty variable counts as unset
+    let var = |name| std::env::var(name).ok().filter(|s| !s.trim().is_empty());
+    let spec = var("RUST_LOG")
+        .or_else(|| var("AGORA_LOG"))
         .or_else(|| log.level.clone())
-        .filter(|s| !s.trim().is_empty())
-        .unwrap_or_else(|| "warn,libp2p_kad=error,agora_node=info".to_owned());
+        .unwrap_or_else(|| DEFAULT_LOG_FILTER.to_owned());
     let filter = tracing_subscriber::EnvFilter::try_new(&spec).unwrap_or_else(|e| {
+        // only an environment variable can be invalid here ([log] level was checked)
         eprintln!("agora: log filter {spec:?} is not valid ({e}); using \"info\"");
         tracing_subscriber::EnvFilter::new("info")
     });

@@ -50,6 +50,8 @@ fn validate_valid_vectors_exits_zero_with_one_verdict_per_line() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
+    // over a file, progress is drawn only on a terminal: a piped stderr stays empty
+    assert!(out.stderr.is_empty(), "{:?}", out.stderr);
     let v = verdicts(&out);
     assert_eq!(v.len(), 7);
     assert_eq!(

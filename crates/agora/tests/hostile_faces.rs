@@ -732,7 +732,7 @@ async fn an_agent_that_does_not_read_costs_few_log_lines_and_its_drops_are_count
     );
     drop(deaf);
     let summary = eventually(Duration::from_secs(10), async || {
-        node.log_lines("more dropped frames were not logged").pop()
+        node.log_lines("dropped frames that were not logged").pop()
     })
     .await;
     assert!(

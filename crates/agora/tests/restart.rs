@@ -5,7 +5,7 @@
 
 mod support;
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde_json::json;
 use support::{Agent, spawn_node};
@@ -48,20 +48,7 @@ async fn interactions_survive_a_restart_and_sigterm_stops_the_node() {
         .expect("alice sees completion");
 
     // SIGTERM: the node exits on its own, successfully.
-    let pid = a.child.id();
-    let status = std::process::Command::new("kill")
-        .args(["-TERM", &pid.to_string()])
-        .status()
-        .unwrap();
-    assert!(status.success());
-    let deadline = Instant::now() + Duration::from_secs(10);
-    let exit = loop {
-        if let Some(s) = a.child.try_wait().unwrap() {
-            break s;
-        }
-        assert!(Instant::now() < deadline, "node did not stop after SIGTERM");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    };
+    let exit = a.terminate().await;
     assert!(exit.success(), "graceful shutdown exits 0, got {exit:?}");
     drop(a);
 

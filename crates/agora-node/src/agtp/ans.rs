@@ -211,7 +211,7 @@ impl Ans {
                     }
                     index.upsert(entry);
                 }
-                Err(e) => tracing::warn!(agent = %id, "ANS: stored agent skipped: {e}"),
+                Err(e) => tracing::warn!(agent = %id, error = %e, "ANS: stored agent skipped"),
             }
         }
         let next_seq = store.ans_audit()?.last().map_or(1, |(s, _)| s + 1);
@@ -307,7 +307,8 @@ impl Ans {
                     tracing::info!(
                         agent = request.headers.agent_id().unwrap_or("-"),
                         method = %request.method,
-                        "ANS: scope violation: {e}"
+                        error = %e,
+                        "ANS: scope violation"
                     );
                 }
                 Response::from_error(&e, task_id.as_deref())
@@ -522,11 +523,15 @@ impl Ans {
                 let response = match answer {
                     Ok(Ok(r)) => r,
                     Ok(Err(e)) => {
-                        tracing::info!(peer = %peer.name, "ANS federation: {e}");
+                        tracing::info!(peer = %peer.name, error = %e, "ANS federation: the peer failed");
                         return None;
                     }
                     Err(_) => {
-                        tracing::info!(peer = %peer.name, "ANS federation: no answer within {deadline:?}");
+                        tracing::info!(
+                            peer = %peer.name,
+                            deadline_ms = deadline.as_secs_f64() * 1e3,
+                            "ANS federation: no answer in time"
+                        );
                         return None;
                     }
                 };
@@ -928,7 +933,7 @@ impl Ans {
                                     .refresh_ans_agent(id, &stored_entry(&entry))
                                     .await
                                 {
-                                    tracing::warn!(agent = %id, "ANS refresh: not saved: {e}");
+                                    tracing::warn!(agent = %id, error = %e, "ANS refresh: not saved");
                                 }
                                 self.write().upsert(entry);
                                 self.schedule().succeeded(id, now);
@@ -981,7 +986,7 @@ impl Ans {
             .put_ans_agent(&id, Some(&stored_entry(&entry)), seq, &audit.to_string())
             .await
         {
-            tracing::warn!(agent = %id, "ANS refresh: state change not saved: {e}");
+            tracing::warn!(agent = %id, error = %e, "ANS refresh: state change not saved");
         }
         self.write().upsert(entry);
         self.schedule().untrack(&id);
@@ -995,7 +1000,7 @@ impl Ans {
         let after = self.schedule().failed(id, now);
         match after {
             AfterFailure::Retry(n) => {
-                tracing::info!(agent = %id, failures = n, "ANS refresh failed: {why}");
+                tracing::info!(agent = %id, failures = n, reason = why, "ANS refresh failed");
                 self.write()
                     .set_availability(id, Availability::RefreshFailing(n));
             }
@@ -1016,13 +1021,14 @@ impl Ans {
                     .put_ans_agent(id, None, seq, &audit.to_string())
                     .await
                 {
-                    tracing::warn!(agent = %id, "ANS refresh: removal not saved: {e}");
+                    tracing::warn!(agent = %id, error = %e, "ANS refresh: removal not saved");
                 }
                 self.write().remove(id);
                 tracing::warn!(
                     agent = %id,
-                    "ANS notification: agent removed from the index after {} consecutive failed refreshes ({why})",
-                    agora_agtp::refresh::MAX_FAILURES
+                    failures = agora_agtp::refresh::MAX_FAILURES,
+                    reason = why,
+                    "ANS notification: agent removed from the index after consecutive failed refreshes"
                 );
             }
         }

@@ -126,8 +126,8 @@ pub fn prepare(config: &Config, store: Store) -> Result<Face, String> {
     } else {
         if !loopback {
             tracing::warn!(
-                "agtp: serving plain AGTP on {} (--insecure): traffic is not encrypted",
-                config.agtp_listen
+                addr = %config.agtp_listen,
+                "agtp: serving plain AGTP beyond loopback (--insecure): traffic is not encrypted"
             );
         }
         None

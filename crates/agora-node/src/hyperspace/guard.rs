@@ -143,8 +143,8 @@ impl LongCalls {
             Err(_) => {
                 tracing::info!(
                     method,
-                    "a long {} call ran out of its time budget",
-                    self.what
+                    kind = self.what,
+                    "a long call ran out of its time budget"
                 );
                 Err(self.out_of_time(method, "timeout"))
             }

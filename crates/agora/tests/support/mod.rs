@@ -12,6 +12,7 @@
 use std::io::{BufRead, BufReader, Write as _};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc as std_mpsc;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -44,6 +45,25 @@ pub(crate) struct Node {
     pub(crate) peer_id: String,
 }
 
+impl Node {
+    /// Sends SIGTERM and waits (up to 10 s) for the node to exit; returns how it exited.
+    pub(crate) async fn terminate(&mut self) -> std::process::ExitStatus {
+        let status = Command::new("kill")
+            .args(["-TERM", &self.child.id().to_string()])
+            .status()
+            .unwrap();
+        assert!(status.success());
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            if let Some(s) = self.child.try_wait().unwrap() {
+                return s;
+            }
+            assert!(Instant::now() < deadline, "node did not stop after SIGTERM");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+}
+
 impl Drop for Node {
     fn drop(&mut self) {
         let _ = self.child.kill();
@@ -72,11 +92,17 @@ pub(crate) fn spawn_node_env(
     spawn(data, bootstrap, greet_interval, extra, env, None)
 }
 
-/// The lines a node has written to stderr (its log), collected as they arrive.
+/// The lines a node has written to stderr (its log), collected as they arrive, and whether
+/// its stderr has ended (the process is gone and every line has been read).
 #[derive(Clone, Default)]
-pub(crate) struct Log(Arc<Mutex<Vec<String>>>);
+pub(crate) struct Log(Arc<Mutex<Vec<String>>>, Arc<AtomicBool>);
 
 impl Log {
+    /// Whether the node's stderr has been read to its end.
+    pub(crate) fn ended(&self) -> bool {
+        self.1.load(Ordering::SeqCst)
+    }
+
     /// Lines containing every one of `needles`.
     pub(crate) fn count(&self, needles: &[&str]) -> usize {
         self.0
@@ -96,8 +122,18 @@ impl Log {
 
 /// [`spawn_node`] (no bootstrap) with its log collected (and passed on to our stderr).
 pub(crate) fn spawn_node_logged(data: &Path, extra: &[&str]) -> (Node, Log) {
+    spawn_node_logged_env(data, &[], extra, &[])
+}
+
+/// [`spawn_node_env`] with its log collected (and passed on to our stderr).
+pub(crate) fn spawn_node_logged_env(
+    data: &Path,
+    bootstrap: &[&str],
+    extra: &[&str],
+    env: &[(&str, &str)],
+) -> (Node, Log) {
     let log = Log::default();
-    let node = spawn(data, &[], 30, extra, &[], Some(log.clone()));
+    let node = spawn(data, bootstrap, 30, extra, env, Some(log.clone()));
     (node, log)
 }
 
@@ -150,6 +186,7 @@ fn spawn(
                 eprintln!("{line}");
                 log.0.lock().unwrap().push(line);
             }
+            log.1.store(true, Ordering::SeqCst);
         });
     }
     let stdout = child.stdout.take().unwrap();

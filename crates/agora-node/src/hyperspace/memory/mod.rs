@@ -432,7 +432,7 @@ pub async fn run(prepared: Prepared, mut inputs: mpsc::Receiver<Input>) {
                     } => {
                         shared.count("peer_requests_limited");
                         if anomaly {
-                            tracing::warn!(%peer, rate = shared.settings.peer_rate, "a peer sends memory requests faster than the per-peer rate");
+                            tracing::warn!(peer_id = %peer, rate = shared.settings.peer_rate, "a peer sends memory requests faster than the per-peer rate");
                         }
                         Some(format!(
                             "Rate Limited: more than {} memory requests per second from this peer; retry in {retry_after_ms} ms",
@@ -935,9 +935,9 @@ impl Shared {
         let took = started.elapsed();
         if took >= SLOW_SEARCH {
             tracing::info!(
-                ms = took.as_millis(),
-                embed_ms = embedded.as_millis(),
-                gather_ms = (took - embedded).as_millis(),
+                ms = took.as_secs_f64() * 1e3,
+                embed_ms = embedded.as_secs_f64() * 1e3,
+                gather_ms = (took - embedded).as_secs_f64() * 1e3,
                 asked = cover.len(),
                 answered,
                 "memory.search was slow"
