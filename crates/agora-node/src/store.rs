@@ -589,24 +589,11 @@ impl Store {
 
     /// The last `n` audit records, newest first (a blocking read of `n` rows).
     pub fn ans_audit_tail(&self, n: usize) -> Result<Vec<(u64, String)>, StoreError> {
-        let err = |e: &dyn std::fmt::Display| StoreError::Db {
-            path: (*self.path).clone(),
-            message: e.to_string(),
-        };
-        let txn = self.db.begin_read().map_err(|e| err(&e))?;
-        let table = match txn.open_table(ANS_AUDIT) {
-            Ok(t) => t,
-            Err(redb::TableError::TableDoesNotExist(_)) => return Ok(Vec::new()),
-            Err(e) => return Err(err(&e)),
-        };
-        let mut out = Vec::new();
-        for entry in table.iter().map_err(|e| err(&e))?.rev().take(n) {
-            let (k, v) = entry.map_err(|e| err(&e))?;
-            if let Ok(seq) = k.value().parse() {
-                out.push((seq, v.value().to_owned()));
-            }
-        }
-        Ok(out)
+        Ok(self
+            .read_rows(ANS_AUDIT, true, n)?
+            .into_iter()
+            .filter_map(|(k, v)| Some((k.parse().ok()?, v)))
+            .collect())
     }
 
     /// Every stored Hyperspace session snapshot, by session id (a blocking read).
@@ -635,6 +622,16 @@ impl Store {
         &self,
         def: TableDefinition<'_, &str, &str>,
     ) -> Result<Vec<(String, String)>, StoreError> {
+        self.read_rows(def, false, usize::MAX)
+    }
+
+    /// Up to `limit` rows of `def` in key order (`newest_first`: from the last key).
+    fn read_rows(
+        &self,
+        def: TableDefinition<'_, &str, &str>,
+        newest_first: bool,
+        limit: usize,
+    ) -> Result<Vec<(String, String)>, StoreError> {
         let err = |e: &dyn std::fmt::Display| StoreError::Db {
             path: (*self.path).clone(),
             message: e.to_string(),
@@ -646,7 +643,13 @@ impl Store {
             Err(e) => return Err(err(&e)),
         };
         let mut out = Vec::new();
-        for entry in table.iter().map_err(|e| err(&e))? {
+        let rows = table.iter().map_err(|e| err(&e))?;
+        let rows: Box<dyn Iterator<Item = _>> = if newest_first {
+            Box::new(rows.rev())
+        } else {
+            Box::new(rows)
+        };
+        for entry in rows.take(limit) {
             let (k, v) = entry.map_err(|e| err(&e))?;
             out.push((k.value().to_owned(), v.value().to_owned()));
         }
