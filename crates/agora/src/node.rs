@@ -94,7 +94,7 @@ pub(crate) fn run(args: NodeArgs) -> ExitCode {
         peers_low: args.peers_low,
         peers_high: args.peers_high,
         greet_interval: args.greet_interval,
-        nats_url: None,
+        nats: agora_node::config::NatsOverrides::default(),
         api_key: None,
         rpc_api_key: None,
         rpc_conn_rate: None,
@@ -169,7 +169,7 @@ fn init_logging(log: &agora_node::config::LogConfig) {
         .or_else(|| std::env::var("AGORA_LOG").ok())
         .or_else(|| log.level.clone())
         .filter(|s| !s.trim().is_empty())
-        .unwrap_or_else(|| "warn,libp2p_kad=error,agora_node=info".to_owned());
+        .unwrap_or_else(|| "warn,libp2p_kad=error,async_nats=off,agora_node=info".to_owned());
     let filter = tracing_subscriber::EnvFilter::try_new(&spec).unwrap_or_else(|e| {
         eprintln!("agora: log filter {spec:?} is not valid ({e}); using \"info\"");
         tracing_subscriber::EnvFilter::new("info")
