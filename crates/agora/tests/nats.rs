@@ -1,15 +1,21 @@
 //! The AGH NATS bridge: two nodes that share only a real `nats-server` (no libp2p link) carry
 //! greets, says, whois and a directed interaction between their agents over the reference
-//! subjects `agh.network.v0.<channel>.broadcast` and `….peer.<route_token>`.
+//! subjects `agh.network.v0.<channel>.broadcast` and `….peer.<route_token>`; with a server that
+//! requires a password or a token (right and wrong credentials), and across a two-server
+//! cluster when the server a node is connected to is killed.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod support;
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
+use futures::StreamExt as _;
 use serde_json::json;
-use support::{Agent, connected, see_each_other, spawn_nats, spawn_node_env};
+use support::{
+    Agent, Log, Node, connected, eventually, get_json, peer_ids, see_each_other, spawn_nats,
+    spawn_nats_with, spawn_node_env, spawn_node_env_logged,
+};
 
 const CH: &str = "builders";
 
@@ -25,20 +31,7 @@ async fn nodes_sharing_only_a_nats_server_exchange_envelopes() {
         "no libp2p link between the nodes"
     );
 
-    let mut alice = Agent::connect(&a.agh, "alice.sess-1", CH).await;
-    let mut bob = Agent::connect(&b.agh, "bob.sess-1", CH).await;
-    alice.greet(&["code.review"]).await;
-    bob.greet(&["test.run"]).await;
-    assert!(
-        see_each_other(
-            (&a.http, "alice.sess-1"),
-            (&b.http, "bob.sess-1"),
-            CH,
-            Duration::from_secs(10)
-        )
-        .await,
-        "greets cross the NATS server"
-    );
+    let (mut alice, mut bob) = alice_and_bob(&a, &b, Duration::from_secs(10)).await;
 
     // Broadcast.
     let say = alice.envelope("say", None, json!({"text": "over nats"}));
@@ -80,4 +73,270 @@ async fn nodes_sharing_only_a_nats_server_exchange_envelopes() {
         .expect(Duration::from_secs(5), |v| v["id"] == receipt["id"])
         .await
         .expect("alice receives the receipt");
+}
+
+/// Agents alice (on `a`) and bob (on `b`) in [`CH`], greeted, once each node sees both.
+async fn alice_and_bob(a: &Node, b: &Node, within: Duration) -> (Agent, Agent) {
+    let mut alice = Agent::connect(&a.agh, "alice.sess-1", CH).await;
+    let mut bob = Agent::connect(&b.agh, "bob.sess-1", CH).await;
+    alice.greet(&["code.review"]).await;
+    bob.greet(&["test.run"]).await;
+    assert!(
+        see_each_other(
+            (&a.http, "alice.sess-1"),
+            (&b.http, "bob.sess-1"),
+            CH,
+            within
+        )
+        .await,
+        "greets cross NATS between the nodes"
+    );
+    (alice, bob)
+}
+
+/// Waits until `log` has `n` lines containing `needle`.
+async fn log_lines(log: &Log, needle: &str, n: usize, within: Duration) -> bool {
+    eventually(within, async || (log.count(&[needle]) >= n).then_some(()))
+        .await
+        .is_some()
+}
+
+/// `from` says something until `to` hears one of its says (publications made while a bridge is
+/// not connected are dropped, so one attempt may be lost while it reconnects).
+async fn says_get_through(from: &mut Agent, to: &mut Agent, within: Duration) -> bool {
+    let deadline = Instant::now() + within;
+    while Instant::now() < deadline {
+        let say = from.envelope("say", None, json!({"text": "still there?"}));
+        from.send(&say).await;
+        if to
+            .expect(Duration::from_millis(500), |v| v["id"] == say["id"])
+            .await
+            .is_some()
+        {
+            return true;
+        }
+    }
+    false
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_password_protected_server_bridges_only_nodes_with_the_right_password() {
+    const PASSWORD: &str = "correct-horse-battery";
+    let Some(nats) = spawn_nats_with(&["--user", "agora", "--pass", PASSWORD]) else {
+        return;
+    };
+    let url = nats.server.url.as_str();
+    let dir = tempfile::tempdir().unwrap();
+    // Node a: user and password from the environment.
+    let a = spawn_node_env(
+        &dir.path().join("a"),
+        &[],
+        1,
+        &[],
+        &[
+            ("AGORA_AGH_NATS_URL", url),
+            ("AGORA_AGH_NATS_USER", "agora"),
+            ("AGORA_AGH_NATS_PASSWORD", PASSWORD),
+        ],
+    );
+    // Node b: the password from a file named in its configuration (relative to it).
+    std::fs::write(dir.path().join("nats-password"), format!("{PASSWORD}\n")).unwrap();
+    let config = dir.path().join("b.toml");
+    std::fs::write(
+        &config,
+        format!("[agh.nats]\nservers = [\"{url}\"]\nuser = \"agora\"\npassword_file = \"nats-password\"\n"),
+    )
+    .unwrap();
+    let b = spawn_node_env(
+        &dir.path().join("b"),
+        &[],
+        1,
+        &["--config", config.to_str().unwrap()],
+        &[],
+    );
+    // Node c: a wrong password.
+    let (c, c_log) = spawn_node_env_logged(
+        &dir.path().join("c"),
+        1,
+        &[],
+        &[
+            ("AGORA_AGH_NATS_URL", url),
+            ("AGORA_AGH_NATS_USER", "agora"),
+            ("AGORA_AGH_NATS_PASSWORD", "wrong-password"),
+        ],
+    );
+
+    let mut carol = Agent::connect(&c.agh, "carol.sess-1", CH).await;
+    carol.greet(&["docs.write"]).await;
+    // The nodes with the right password see each other's agents.
+    let (mut alice, mut bob) = alice_and_bob(&a, &b, Duration::from_secs(10)).await;
+    assert!(
+        says_get_through(&mut alice, &mut bob, Duration::from_secs(5)).await,
+        "a say crosses the protected server"
+    );
+
+    // The node with the wrong password says why, once, and keeps serving its own agents.
+    assert!(
+        log_lines(
+            &c_log,
+            "NATS server refused the credentials",
+            1,
+            Duration::from_secs(10)
+        )
+        .await,
+        "a clear authorization error in the log"
+    );
+    assert!(
+        !c_log
+            .lines()
+            .iter()
+            .any(|l| l.contains("wrong-password") || l.contains(PASSWORD)),
+        "no password in the log"
+    );
+    assert_eq!(
+        peer_ids(&c.http, CH).await,
+        ["carol.sess-1"],
+        "its AGH face and HTTP API answer; nothing came over NATS"
+    );
+    assert!(get_json(&c.http, "/status").await.is_object());
+    // Other greets keep flowing between a and b, never reaching c; c logs the refusal once.
+    alice.greet(&["code.review"]).await;
+    assert!(
+        !peer_ids(&a.http, CH)
+            .await
+            .contains(&"carol.sess-1".to_owned())
+    );
+    assert_eq!(
+        c_log.count(&["NATS server refused the credentials"]),
+        1,
+        "logged once, not at every retry"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_token_server_sees_the_exact_envelope_bytes_without_headers() {
+    const TOKEN: &str = "s3cr3t-token";
+    let Some(nats) = spawn_nats_with(&["--auth", TOKEN]) else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let (a, log) = spawn_node_env_logged(
+        &dir.path().join("a"),
+        1,
+        &[],
+        &[
+            ("AGORA_AGH_NATS_URL", nats.server.url.as_str()),
+            ("AGORA_AGH_NATS_TOKEN", TOKEN),
+        ],
+    );
+    assert!(
+        log_lines(&log, "NATS bridge connected", 1, Duration::from_secs(10)).await,
+        "the node connects with the token"
+    );
+    // A plain NATS client listening as another AGH runtime would.
+    let client = async_nats::ConnectOptions::with_token(TOKEN.into())
+        .connect(nats.server.url.as_str())
+        .await
+        .unwrap();
+    let mut sub = client
+        .subscribe(format!("agh.network.v0.{CH}.broadcast"))
+        .await
+        .unwrap();
+    client.flush().await.unwrap();
+
+    let mut alice = Agent::connect(&a.agh, "alice.sess-1", CH).await;
+    alice.greet(&["code.review"]).await;
+    let say = alice.envelope("say", None, json!({"text": "exact bytes"}));
+    let text = say.to_string();
+    alice.send(&say).await;
+    let got = tokio::time::timeout(Duration::from_secs(10), async {
+        loop {
+            let m = sub.next().await.expect("subscription open");
+            if m.payload.as_ref() == text.as_bytes() {
+                return m;
+            }
+        }
+    })
+    .await
+    .expect("the say is published on the broadcast subject as sent");
+    assert!(got.headers.is_none(), "no headers");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_bridge_survives_losing_its_server_in_a_cluster() {
+    let Some(s1) = spawn_nats_with(&[
+        "--cluster_name",
+        "agora",
+        "--cluster",
+        "nats://127.0.0.1:-1",
+    ]) else {
+        return;
+    };
+    // The second server's port is chosen now, so that node a can list both servers while only
+    // the first runs (a connects to s1 for certain).
+    let port2 = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let url2 = format!("nats://127.0.0.1:{port2}");
+    let dir = tempfile::tempdir().unwrap();
+    let servers = format!("{}, {url2}", s1.server.url);
+    let (a, a_log) = spawn_node_env_logged(
+        &dir.path().join("a"),
+        1,
+        &[],
+        &[("AGORA_AGH_NATS_URL", servers.as_str())],
+    );
+    assert!(log_lines(&a_log, "NATS bridge connected", 1, Duration::from_secs(10)).await);
+    let route = s1.route.clone().unwrap();
+    let s2 = spawn_nats_with(&[
+        "-p",
+        &port2.to_string(),
+        "--cluster_name",
+        "agora",
+        "--cluster",
+        "nats://127.0.0.1:-1",
+        "--routes",
+        &route,
+    ])
+    .unwrap();
+    let b = spawn_node_env(
+        &dir.path().join("b"),
+        &[],
+        1,
+        &[],
+        &[("AGORA_AGH_NATS_URL", s2.server.url.as_str())],
+    );
+
+    let (mut alice, mut bob) = alice_and_bob(&a, &b, Duration::from_secs(15)).await;
+
+    drop(s1);
+    assert!(
+        log_lines(
+            &a_log,
+            "NATS bridge disconnected",
+            1,
+            Duration::from_secs(10)
+        )
+        .await,
+        "the loss is logged"
+    );
+    assert!(
+        log_lines(&a_log, "NATS bridge connected", 2, Duration::from_secs(15)).await,
+        "node a reconnects to the other server"
+    );
+    assert!(
+        says_get_through(&mut alice, &mut bob, Duration::from_secs(10)).await,
+        "alice's says reach bob through the remaining server"
+    );
+    assert!(
+        says_get_through(&mut bob, &mut alice, Duration::from_secs(10)).await,
+        "node a re-subscribed: bob's says reach alice"
+    );
+    assert_eq!(
+        a_log.count(&["NATS bridge disconnected"]),
+        1,
+        "the disconnection is logged once"
+    );
 }
