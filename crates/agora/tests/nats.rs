@@ -340,3 +340,56 @@ async fn the_bridge_survives_losing_its_server_in_a_cluster() {
         "the disconnection is logged once"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tls_server_is_reached_with_its_ca_file_only() {
+    use agora_node::agtp::tls;
+    let dir = tempfile::tempdir().unwrap();
+    // A self-signed certificate for 127.0.0.1 (the one the AGTP face would generate).
+    let certs = dir.path().join("certs");
+    std::fs::create_dir_all(&certs).unwrap();
+    tls::load_or_generate(&certs, &[]).unwrap();
+    let cert = certs.join(tls::CERT_FILE);
+    let key = certs.join(tls::KEY_FILE);
+    let Some(nats) = spawn_nats_with(&[
+        "--tls",
+        "--tlscert",
+        cert.to_str().unwrap(),
+        "--tlskey",
+        key.to_str().unwrap(),
+    ]) else {
+        return;
+    };
+    let url = nats.server.url.as_str();
+    let env = [
+        ("AGORA_AGH_NATS_URL", url),
+        ("AGORA_AGH_NATS_TLS_REQUIRED", "true"),
+        ("AGORA_AGH_NATS_CA_FILE", cert.to_str().unwrap()),
+    ];
+    let a = spawn_node_env(&dir.path().join("a"), &[], 1, &[], &env);
+    let b = spawn_node_env(&dir.path().join("b"), &[], 1, &[], &env);
+    // Node c trusts only the Mozilla roots: the handshake fails, the node goes on.
+    let (c, c_log) = spawn_node_env_logged(
+        &dir.path().join("c"),
+        1,
+        &[],
+        &[("AGORA_AGH_NATS_URL", url)],
+    );
+    let (mut alice, mut bob) = alice_and_bob(&a, &b, Duration::from_secs(10)).await;
+    assert!(
+        says_get_through(&mut alice, &mut bob, Duration::from_secs(5)).await,
+        "a say crosses the TLS server"
+    );
+    assert!(
+        log_lines(
+            &c_log,
+            "NATS connection attempt failed",
+            1,
+            Duration::from_secs(10)
+        )
+        .await,
+        "the failed handshake is logged"
+    );
+    assert_eq!(c_log.count(&["NATS bridge connected"]), 0);
+    assert!(get_json(&c.http, "/status").await.is_object());
+}
