@@ -301,7 +301,7 @@ impl std::str::FromStr for LogFormat {
 #[derive(Clone, Debug, PartialEq, Eq, Default)]
 pub struct LogConfig {
     /// A `tracing` filter (`level`, e.g. `info` or `warn,agora_node=debug`); `RUST_LOG` and
-    /// `AGORA_LOG` take precedence. Default `warn,libp2p_kad=error,agora_node=info`.
+    /// `AGORA_LOG` take precedence. Default `warn,libp2p_kad=error,async_nats=off,agora_node=info`.
     pub level: Option<String>,
     /// `format` (`AGORA_LOG_FORMAT`, `--log-format`): `text` (default) or `json`.
     pub format: LogFormat,

@@ -1,7 +1,7 @@
 //! The AGH NATS bridge: two nodes that share only a real `nats-server` (no libp2p link) carry
 //! greets, says, whois and a directed interaction between their agents over the reference
 //! subjects `agh.network.v0.<channel>.broadcast` and `….peer.<route_token>`; with a server that
-//! requires a password or a token (right and wrong credentials), and across a two-server
+//! requires a password, a token or TLS (right and wrong credentials), and across a two-server
 //! cluster when the server a node is connected to is killed.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
