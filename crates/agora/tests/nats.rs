@@ -1,7 +1,7 @@
 //! The AGH NATS bridge: two nodes that share only a real `nats-server` (no libp2p link) carry
 //! greets, says, whois and a directed interaction between their agents over the reference
 //! subjects `agh.network.v0.<channel>.broadcast` and `….peer.<route_token>`; with a server that
-//! requires a password, a token or TLS (right and wrong credentials), and across a two-server
+//! requires a password, a token, an NKey or TLS (right and wrong credentials), and across a two-server
 //! cluster when the server a node is connected to is killed.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -392,4 +392,56 @@ async fn a_tls_server_is_reached_with_its_ca_file_only() {
     );
     assert_eq!(c_log.count(&["NATS bridge connected"]), 0);
     assert!(get_json(&c.http, "/status").await.is_object());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_nkey_seed_file_authenticates_the_bridge() {
+    let user = nkeys::KeyPair::new_user();
+    let dir = tempfile::tempdir().unwrap();
+    let server_conf = dir.path().join("nats.conf");
+    std::fs::write(
+        &server_conf,
+        format!(
+            "authorization {{ users = [ {{ nkey: \"{}\" }} ] }}\n",
+            user.public_key()
+        ),
+    )
+    .unwrap();
+    let Some(nats) = spawn_nats_with(&["-c", server_conf.to_str().unwrap()]) else {
+        return;
+    };
+    let seed = dir.path().join("agora.nk");
+    std::fs::write(&seed, user.seed().unwrap()).unwrap();
+    // Node a names the seed file in its configuration, node b in the environment.
+    let config = dir.path().join("a.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[agh.nats]\nurl = \"{}\"\nnkey_seed_file = \"agora.nk\"\n",
+            nats.server.url
+        ),
+    )
+    .unwrap();
+    let a = spawn_node_env(
+        &dir.path().join("a"),
+        &[],
+        1,
+        &["--config", config.to_str().unwrap()],
+        &[],
+    );
+    let b = spawn_node_env(
+        &dir.path().join("b"),
+        &[],
+        1,
+        &[],
+        &[
+            ("AGORA_AGH_NATS_URL", nats.server.url.as_str()),
+            ("AGORA_AGH_NATS_NKEY_SEED_FILE", seed.to_str().unwrap()),
+        ],
+    );
+    let (mut alice, mut bob) = alice_and_bob(&a, &b, Duration::from_secs(10)).await;
+    assert!(
+        says_get_through(&mut bob, &mut alice, Duration::from_secs(5)).await,
+        "a say crosses the NKey-protected server"
+    );
 }
