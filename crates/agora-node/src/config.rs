@@ -301,7 +301,7 @@ impl std::str::FromStr for LogFormat {
 #[derive(Clone, Debug, PartialEq, Eq, Default)]
 pub struct LogConfig {
     /// A `tracing` filter (`level`, e.g. `info` or `warn,agora_node=debug`); `RUST_LOG` and
-    /// `AGORA_LOG` take precedence. Default `warn,libp2p_kad=error,agora_node=info`.
+    /// `AGORA_LOG` take precedence. Default `warn,libp2p_kad=error,async_nats=off,agora_node=info`.
     pub level: Option<String>,
     /// `format` (`AGORA_LOG_FORMAT`, `--log-format`): `text` (default) or `json`.
     pub format: LogFormat,
@@ -437,48 +437,157 @@ pub struct PeerConfig {
     pub tls: Option<bool>,
 }
 
-/// `[agh.nats]` settings.
-#[derive(Clone, Debug, PartialEq, Eq, Default)]
+/// `[agh.nats]` settings: the servers of one NATS cluster, at most one authentication method,
+/// TLS. See `crate::nats`.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct NatsConfig {
-    /// Server URL, e.g. `nats://127.0.0.1:4222`; several servers of a cluster separated by
-    /// commas.
-    pub url: String,
-    /// `user` (`AGORA_AGH_NATS_USER`), with a password.
+    /// Server URLs (`url` or `servers`, `AGORA_AGH_NATS_URL` comma-separated), e.g.
+    /// `nats://127.0.0.1:4222`; several for a cluster.
+    pub servers: Vec<String>,
+    /// `user` (`AGORA_AGH_NATS_USER`), with `password`.
     pub user: Option<String>,
-    /// The password: `password_file`, or `AGORA_AGH_NATS_PASSWORD`.
-    pub password: Option<String>,
-    /// A token: `token_file`, or `AGORA_AGH_NATS_TOKEN`.
-    pub token: Option<String>,
-    /// `nkey_seed_file`: a file holding an NKey seed.
+    /// `password_file` or `AGORA_AGH_NATS_PASSWORD`.
+    pub password: Option<Secret>,
+    /// `token_file` or `AGORA_AGH_NATS_TOKEN`.
+    pub token: Option<Secret>,
+    /// `nkey_seed_file` (`AGORA_AGH_NATS_NKEY_SEED_FILE`): a user NKey seed (`SU…`).
     pub nkey_seed_file: Option<PathBuf>,
-    /// `creds_file`: a NATS `.creds` file (JWT and seed).
+    /// `creds_file` (`AGORA_AGH_NATS_CREDS_FILE`): a user JWT and NKey seed.
     pub creds_file: Option<PathBuf>,
-    /// `tls_required`.
+    /// `tls_required` (`AGORA_AGH_NATS_TLS_REQUIRED`): refuse a connection without TLS.
     pub tls_required: bool,
-    /// `ca_file`: extra root certificates (PEM).
+    /// `ca_file` (`AGORA_AGH_NATS_CA_FILE`): PEM roots to trust instead of the Mozilla roots.
     pub ca_file: Option<PathBuf>,
-    /// `client_cert` and `client_key` (PEM), both or neither.
-    pub client_cert: Option<(PathBuf, PathBuf)>,
+    /// `cert_file` (`AGORA_AGH_NATS_CERT_FILE`): client certificate chain (PEM), with `key_file`.
+    pub cert_file: Option<PathBuf>,
+    /// `key_file` (`AGORA_AGH_NATS_KEY_FILE`): the client certificate's private key (PEM).
+    pub key_file: Option<PathBuf>,
 }
 
 impl NatsConfig {
-    /// The bridge's settings.
-    pub fn settings(&self) -> crate::nats::NatsSettings {
-        crate::nats::NatsSettings {
-            servers: self
-                .url
-                .split(',')
-                .map(|u| u.trim().to_owned())
-                .filter(|u| !u.is_empty())
-                .collect(),
-            token: self.token.clone(),
-            user: self.user.clone(),
-            password: self.password.clone(),
-            nkey_seed_file: self.nkey_seed_file.clone(),
-            creds_file: self.creds_file.clone(),
-            tls_required: self.tls_required,
-            ca_file: self.ca_file.clone(),
-            client_cert: self.client_cert.clone(),
+    /// Checks the servers and that the authentication and TLS settings go together.
+    fn check(&self) -> Result<(), ConfigError> {
+        if self.servers.is_empty() {
+            return Err(invalid(
+                "agh.nats",
+                "no server: set url or servers (or AGORA_AGH_NATS_URL)",
+            ));
+        }
+        for url in &self.servers {
+            crate::nats::server_addr(url)
+                .map_err(|e| invalid("agh.nats.servers", &format!("{url:?}: {e}")))?;
+        }
+        if self.user.is_some() != self.password.is_some() {
+            return Err(invalid(
+                "agh.nats.user",
+                "user and password (password_file or AGORA_AGH_NATS_PASSWORD) go together",
+            ));
+        }
+        let methods = [
+            self.token.is_some(),
+            self.user.is_some(),
+            self.nkey_seed_file.is_some(),
+            self.creds_file.is_some(),
+        ];
+        if methods.into_iter().filter(|m| *m).count() > 1 {
+            return Err(invalid(
+                "agh.nats",
+                "set at most one of token, user and password, nkey_seed_file, creds_file",
+            ));
+        }
+        if self.cert_file.is_some() != self.key_file.is_some() {
+            return Err(invalid(
+                "agh.nats.cert_file",
+                "cert_file and key_file go together",
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// A secret: a file holding it (surrounding whitespace ignored) or a value from the
+/// environment. Its `Debug` form never shows the value.
+#[derive(Clone, PartialEq, Eq)]
+pub enum Secret {
+    /// Read from this file when the node starts.
+    File(PathBuf),
+    /// Given by an environment variable.
+    Value(String),
+}
+
+impl std::fmt::Debug for Secret {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::File(path) => f.debug_tuple("File").field(path).finish(),
+            Self::Value(_) => f.write_str("Value(<redacted>)"),
+        }
+    }
+}
+
+/// Environment overrides of `[agh.nats]`.
+#[derive(Clone, Debug, Default)]
+pub struct NatsOverrides {
+    /// `AGORA_AGH_NATS_URL` (comma-separated).
+    pub servers: Vec<String>,
+    /// `AGORA_AGH_NATS_USER`.
+    pub user: Option<String>,
+    /// `AGORA_AGH_NATS_PASSWORD`.
+    pub password: Option<Secret>,
+    /// `AGORA_AGH_NATS_TOKEN`.
+    pub token: Option<Secret>,
+    /// `AGORA_AGH_NATS_NKEY_SEED_FILE`.
+    pub nkey_seed_file: Option<PathBuf>,
+    /// `AGORA_AGH_NATS_CREDS_FILE`.
+    pub creds_file: Option<PathBuf>,
+    /// `AGORA_AGH_NATS_TLS_REQUIRED`.
+    pub tls_required: Option<bool>,
+    /// `AGORA_AGH_NATS_CA_FILE`.
+    pub ca_file: Option<PathBuf>,
+    /// `AGORA_AGH_NATS_CERT_FILE`.
+    pub cert_file: Option<PathBuf>,
+    /// `AGORA_AGH_NATS_KEY_FILE`.
+    pub key_file: Option<PathBuf>,
+}
+
+impl NatsOverrides {
+    fn is_empty(&self) -> bool {
+        self.servers.is_empty()
+            && self.user.is_none()
+            && self.password.is_none()
+            && self.token.is_none()
+            && self.nkey_seed_file.is_none()
+            && self.creds_file.is_none()
+            && self.tls_required.is_none()
+            && self.ca_file.is_none()
+            && self.cert_file.is_none()
+            && self.key_file.is_none()
+    }
+
+    fn apply_to(self, n: &mut NatsConfig) {
+        if !self.servers.is_empty() {
+            n.servers = self.servers;
+        }
+        if self.user.is_some() {
+            n.user = self.user;
+        }
+        for (value, slot) in [(self.password, &mut n.password), (self.token, &mut n.token)] {
+            if value.is_some() {
+                *slot = value;
+            }
+        }
+        for (value, slot) in [
+            (self.nkey_seed_file, &mut n.nkey_seed_file),
+            (self.creds_file, &mut n.creds_file),
+            (self.ca_file, &mut n.ca_file),
+            (self.cert_file, &mut n.cert_file),
+            (self.key_file, &mut n.key_file),
+        ] {
+            if value.is_some() {
+                *slot = value;
+            }
+        }
+        if let Some(t) = self.tls_required {
+            n.tls_required = t;
         }
     }
 }
@@ -714,27 +823,47 @@ struct FileAgh {
     nats: Option<FileNats>,
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct FileNats {
-    url: String,
+    url: Option<String>,
+    servers: Option<Vec<String>>,
     user: Option<String>,
     password_file: Option<PathBuf>,
     token_file: Option<PathBuf>,
     nkey_seed_file: Option<PathBuf>,
     creds_file: Option<PathBuf>,
-    #[serde(default)]
-    tls_required: bool,
+    tls_required: Option<bool>,
     ca_file: Option<PathBuf>,
-    client_cert: Option<PathBuf>,
-    client_key: Option<PathBuf>,
+    cert_file: Option<PathBuf>,
+    key_file: Option<PathBuf>,
 }
 
-/// Reads a secret from a file (trimmed).
-fn secret_file(key: &str, path: &Path) -> Result<String, ConfigError> {
-    std::fs::read_to_string(path)
-        .map(|s| s.trim().to_owned())
-        .map_err(|e| invalid(key, &format!("cannot read {}: {e}", path.display())))
+impl FileNats {
+    /// The section as a whole; relative paths are taken from `base` (the file's directory).
+    fn into_config(self, base: &Path) -> Result<NatsConfig, ConfigError> {
+        let rel = |p: Option<PathBuf>| p.map(|p| if p.is_absolute() { p } else { base.join(p) });
+        let servers = match (self.url, self.servers) {
+            (Some(_), Some(_)) => {
+                return Err(invalid("agh.nats.url", "set url or servers, not both"));
+            }
+            (Some(url), None) => vec![url],
+            (None, Some(servers)) => servers,
+            (None, None) => Vec::new(),
+        };
+        Ok(NatsConfig {
+            servers,
+            user: self.user,
+            password: rel(self.password_file).map(Secret::File),
+            token: rel(self.token_file).map(Secret::File),
+            nkey_seed_file: rel(self.nkey_seed_file),
+            creds_file: rel(self.creds_file),
+            tls_required: self.tls_required.unwrap_or(false),
+            ca_file: rel(self.ca_file),
+            cert_file: rel(self.cert_file),
+            key_file: rel(self.key_file),
+        })
+    }
 }
 
 #[derive(Debug, Deserialize)]
@@ -776,14 +905,8 @@ pub struct Overrides {
     pub peers_high: Option<usize>,
     /// `--greet-interval` / `AGORA_GREET_INTERVAL`, seconds.
     pub greet_interval: Option<u64>,
-    /// `AGORA_AGH_NATS_URL`.
-    pub nats_url: Option<String>,
-    /// `AGORA_AGH_NATS_USER`.
-    pub nats_user: Option<String>,
-    /// `AGORA_AGH_NATS_PASSWORD`.
-    pub nats_password: Option<String>,
-    /// `AGORA_AGH_NATS_TOKEN`.
-    pub nats_token: Option<String>,
+    /// `AGORA_AGH_NATS_*` (see [`NatsOverrides`]).
+    pub nats: NatsOverrides,
     /// `AGORA_API_KEY`.
     pub api_key: Option<String>,
     /// `AGORA_RPC_API_KEY` (an older name of `AGORA_API_KEY`).
@@ -919,10 +1042,7 @@ impl Config {
             peers_low: file.peers_low,
             peers_high: file.peers_high,
             greet_interval: file.greet_interval,
-            nats_url: None,
-            nats_user: None,
-            nats_password: None,
-            nats_token: None,
+            nats: NatsOverrides::default(),
             api_key: file.api_key,
             rpc_api_key: file.rpc.as_ref().and_then(|r| r.api_key.clone()),
             max_connections: file.max_connections,
@@ -1003,35 +1123,8 @@ impl Config {
                 self.agh.reference_admission = r;
             }
             if let Some(nats) = agh.nats {
-                let client_cert = match (nats.client_cert, nats.client_key) {
-                    (Some(c), Some(k)) => Some((c, k)),
-                    (None, None) => None,
-                    _ => {
-                        return Err(invalid(
-                            "agh.nats.client_cert",
-                            "client_cert and client_key go together",
-                        ));
-                    }
-                };
-                let password = match &nats.password_file {
-                    Some(f) => Some(secret_file("agh.nats.password_file", f)?),
-                    None => None,
-                };
-                let token = match &nats.token_file {
-                    Some(f) => Some(secret_file("agh.nats.token_file", f)?),
-                    None => None,
-                };
-                self.agh.nats = Some(NatsConfig {
-                    url: nats.url,
-                    user: nats.user,
-                    password,
-                    token,
-                    nkey_seed_file: nats.nkey_seed_file,
-                    creds_file: nats.creds_file,
-                    tls_required: nats.tls_required,
-                    ca_file: nats.ca_file,
-                    client_cert,
-                });
+                let base = path.parent().unwrap_or_else(|| Path::new(""));
+                self.agh.nats = Some(nats.into_config(base)?);
             }
         }
         Ok(())
@@ -1098,28 +1191,9 @@ impl Config {
             }
             self.greet_interval = Duration::from_secs(secs);
         }
-        if let Some(url) = o.nats_url {
-            self.agh.nats.get_or_insert_with(NatsConfig::default).url = url;
-        }
-        if let Some(n) = self.agh.nats.as_mut() {
-            if let Some(u) = &o.nats_user {
-                n.user = Some(u.clone());
-            }
-            if let Some(p) = &o.nats_password {
-                n.password = Some(p.clone());
-            }
-            if let Some(t) = &o.nats_token {
-                n.token = Some(t.clone());
-            }
-            for url in n.url.split(',').map(str::trim) {
-                crate::nats::check_server(url).map_err(|m| invalid("agh.nats.url", &m))?;
-            }
-            if n.password.is_some() != n.user.is_some() {
-                return Err(invalid(
-                    "agh.nats.user",
-                    "a user and a password go together",
-                ));
-            }
+        if !o.nats.is_empty() {
+            o.nats
+                .apply_to(self.agh.nats.get_or_insert_with(NatsConfig::default));
         }
         if let Some(t) = o.agtp_tls {
             self.agtp.tls = t;
@@ -1409,6 +1483,9 @@ impl Config {
     /// Checks what single layers cannot: settings that depend on each other. Call it once,
     /// after the last layer.
     pub fn validate(&self) -> Result<(), ConfigError> {
+        if let Some(nats) = &self.agh.nats {
+            nats.check()?;
+        }
         if self.api_key.is_none() {
             for (key, addr) in [
                 ("agh_listen", self.agh_listen),
@@ -1477,10 +1554,18 @@ impl Config {
             peers_low: number(&get, "AGORA_PEERS_LOW")?,
             peers_high: number(&get, "AGORA_PEERS_HIGH")?,
             greet_interval: number(&get, "AGORA_GREET_INTERVAL")?,
-            nats_url: get("AGORA_AGH_NATS_URL"),
-            nats_user: get("AGORA_AGH_NATS_USER"),
-            nats_password: get("AGORA_AGH_NATS_PASSWORD"),
-            nats_token: get("AGORA_AGH_NATS_TOKEN"),
+            nats: NatsOverrides {
+                servers: list("AGORA_AGH_NATS_URL"),
+                user: get("AGORA_AGH_NATS_USER"),
+                password: get("AGORA_AGH_NATS_PASSWORD").map(Secret::Value),
+                token: get("AGORA_AGH_NATS_TOKEN").map(Secret::Value),
+                nkey_seed_file: get("AGORA_AGH_NATS_NKEY_SEED_FILE").map(PathBuf::from),
+                creds_file: get("AGORA_AGH_NATS_CREDS_FILE").map(PathBuf::from),
+                tls_required: boolean(&get, "AGORA_AGH_NATS_TLS_REQUIRED")?,
+                ca_file: get("AGORA_AGH_NATS_CA_FILE").map(PathBuf::from),
+                cert_file: get("AGORA_AGH_NATS_CERT_FILE").map(PathBuf::from),
+                key_file: get("AGORA_AGH_NATS_KEY_FILE").map(PathBuf::from),
+            },
             api_key: get("AGORA_API_KEY"),
             rpc_api_key: get("AGORA_RPC_API_KEY"),
             max_connections: number(&get, "AGORA_MAX_CONNECTIONS")?,
@@ -1760,6 +1845,85 @@ mod tests {
     }
 
     #[test]
+    fn nats_settings_layer_and_are_checked() {
+        let mut c = Config::default();
+        c.apply_file(
+            r#"
+            [agh.nats]
+            servers = ["nats://127.0.0.1:4222", "tls://127.0.0.1:4223"]
+            user = "agora"
+            password_file = "secrets/nats-password"
+            ca_file = "/etc/nats/ca.pem"
+            "#,
+            Path::new("conf/agora.toml"),
+        )
+        .unwrap();
+        c.validate().unwrap();
+        let n = c.agh.nats.clone().unwrap();
+        assert_eq!(n.servers.len(), 2);
+        assert_eq!(
+            n.password,
+            Some(Secret::File(PathBuf::from("conf/secrets/nats-password")))
+        );
+        assert_eq!(n.ca_file, Some(PathBuf::from("/etc/nats/ca.pem")));
+        assert!(!n.tls_required);
+
+        // The environment replaces the servers and adds settings; secrets never show in Debug.
+        let env = Config::env_overrides(|k| match k {
+            "AGORA_AGH_NATS_URL" => Some("nats://127.0.0.1:1, nats://127.0.0.1:2".into()),
+            "AGORA_AGH_NATS_PASSWORD" => Some("hunter2".into()),
+            "AGORA_AGH_NATS_TLS_REQUIRED" => Some("true".into()),
+            _ => None,
+        })
+        .unwrap();
+        c.apply(env).unwrap();
+        c.validate().unwrap();
+        let n = c.agh.nats.clone().unwrap();
+        assert_eq!(n.servers, ["nats://127.0.0.1:1", "nats://127.0.0.1:2"]);
+        assert!(n.tls_required);
+        assert_eq!(n.password, Some(Secret::Value("hunter2".into())));
+        assert!(!format!("{c:?}").contains("hunter2"));
+
+        // Two authentication methods, a user without a password, a lone cert, no server,
+        // credentials in a URL, url and servers together.
+        let token =
+            Config::env_overrides(|k| (k == "AGORA_AGH_NATS_TOKEN").then(|| "t".to_owned()))
+                .unwrap();
+        let mut both = c.clone();
+        both.apply(token).unwrap();
+        let err = both.validate().unwrap_err().to_string();
+        assert!(err.contains("at most one"), "{err}");
+        for (text, key) in [
+            (
+                "[agh.nats]\nurl = \"nats://h:1\"\nuser = \"u\"",
+                "agh.nats.user",
+            ),
+            (
+                "[agh.nats]\nurl = \"nats://h:1\"\ncert_file = \"c.pem\"",
+                "agh.nats.cert_file",
+            ),
+            ("[agh.nats]\ntls_required = true", "no server"),
+            (
+                "[agh.nats]\nurl = \"nats://u:p@h:1\"",
+                "credentials in the URL",
+            ),
+        ] {
+            let mut c = Config::default();
+            c.apply_file(text, Path::new("agora.toml")).unwrap();
+            let err = c.validate().unwrap_err().to_string();
+            assert!(err.contains(key), "{text}: {err}");
+        }
+        let mut c = Config::default();
+        let err = c
+            .apply_file(
+                "[agh.nats]\nurl = \"nats://h:1\"\nservers = [\"nats://h:2\"]",
+                Path::new("agora.toml"),
+            )
+            .unwrap_err();
+        assert!(err.to_string().contains("not both"), "{err}");
+    }
+
+    #[test]
     fn layers_override_in_order() {
         let mut c = Config::default();
         c.apply_file(
@@ -1780,7 +1944,10 @@ mod tests {
         assert_eq!(c.agh_listen.port(), 0);
         assert_eq!(c.bootstrap.len(), 1);
         assert_eq!(c.agh.replay_age, 60);
-        assert_eq!(c.agh.nats.as_ref().unwrap().url, "nats://127.0.0.1:4222");
+        assert_eq!(
+            c.agh.nats.as_ref().unwrap().servers,
+            ["nats://127.0.0.1:4222"]
+        );
         let env = Config::env_overrides(|k| match k {
             "AGORA_GREET_INTERVAL" => Some("2".into()),
             "AGORA_BOOTSTRAP" => Some("/ip4/127.0.0.1/tcp/1, /ip4/127.0.0.1/tcp/2".into()),

@@ -14,7 +14,7 @@
 //! | [`agh`] | the AGH service task (router, presence, lifecycle, delivery) |
 //! | [`agtp`] | the AGTP face: the Agent Name Service, its listener, TLS and client |
 //! | [`hyperspace`] | the Hyperspace service task (primitives, capability cards, discovery, invocation) |
-//! | [`nats`] | the NATS bridge carrying AGH (`async-nats`) |
+//! | [`nats`] | the AGH bridge to NATS (over `async-nats`) |
 //! | [`frames`], [`topics`], [`pings`], [`gated`], [`connmgr`] | the mesh's parts: gossipsub's inbound reader, the topic budget, ping that keeps answering, wake-gated handlers, the connection manager |
 //! | [`rpc`] | the JSON-RPC 2.0 WebSocket face |
 //! | [`server`] | the AGH WebSocket face and the HTTP API |
@@ -71,14 +71,9 @@ pub enum NodeError {
     /// The mesh.
     #[error(transparent)]
     Mesh(#[from] mesh::MeshError),
-    /// The NATS bridge is misconfigured.
-    #[error("agh.nats.url {url:?}: {message}")]
-    Nats {
-        /// Configured URL.
-        url: String,
-        /// What is wrong.
-        message: String,
-    },
+    /// The NATS bridge cannot be set up from its configuration.
+    #[error("agh.nats: {0}")]
+    Nats(#[from] nats::NatsError),
     /// The AGTP face could not be set up (keys, certificate, peers, index).
     #[error("agtp: {0}")]
     Agtp(String),
@@ -414,16 +409,10 @@ pub async fn run_until(
     let mesh_task = tokio::spawn(mesh::run(mesh, mesh_rx, events_tx));
     let nats = match &config.agh.nats {
         Some(n) => {
-            let settings = n.settings();
-            if settings.servers.is_empty() {
-                return Err(NodeError::Nats {
-                    url: n.url.clone(),
-                    message: "no server".into(),
-                });
-            }
-            let (cmd_tx, cmd_rx) = mpsc::channel(4096);
-            let (msg_tx, msg_rx) = mpsc::channel(4096);
-            tokio::spawn(nats::run(settings, cmd_rx, msg_tx));
+            let bridge = nats::Bridge::connect(n).await?;
+            let (cmd_tx, cmd_rx) = mpsc::channel(nats::QUEUE);
+            let (msg_tx, msg_rx) = mpsc::channel(nats::QUEUE);
+            tokio::spawn(bridge.run(cmd_rx, msg_tx));
             Some((cmd_tx, msg_rx))
         }
         None => None,

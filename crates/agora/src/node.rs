@@ -94,7 +94,7 @@ pub(crate) fn run(args: NodeArgs) -> ExitCode {
         peers_low: args.peers_low,
         peers_high: args.peers_high,
         greet_interval: args.greet_interval,
-        nats_url: None,
+        nats: agora_node::config::NatsOverrides::default(),
         api_key: None,
         rpc_api_key: None,
         rpc_conn_rate: None,
@@ -167,7 +167,7 @@ pub(crate) fn run(args: NodeArgs) -> ExitCode {
 }
 
 /// What is logged when neither `RUST_LOG`, `AGORA_LOG` nor `[log] level` says.
-const DEFAULT_LOG_FILTER: &str = "warn,libp2p_kad=error,agora_node=info";
+const DEFAULT_LOG_FILTER: &str = "warn,libp2p_kad=error,async_nats=off,agora_node=info";
 
 /// Logs to stderr: `RUST_LOG`, else `AGORA_LOG`, else `[log] level`, else the default filter;
 /// text with ANSI colours only when stderr is a terminal, or JSON lines.

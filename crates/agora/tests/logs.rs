@@ -48,7 +48,7 @@ fn events<'a>(lines: &'a [Value], message: &'a str) -> impl Iterator<Item = &'a 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_piped_log_has_no_colour_escapes() {
     let dir = tempfile::tempdir().unwrap();
-    let (_node, log) = spawn_node_logged_env(&dir.path().join("n"), &[], &[], &env("", ""));
+    let (_node, log) = spawn_node_logged_env(&dir.path().join("n"), &[], 30, &[], &env("", ""));
     let lines = wait_for(&log, "node started").await;
     for line in &lines {
         assert!(!line.contains('\u{1b}'), "an escape in {line:?}");
@@ -67,9 +67,9 @@ async fn a_piped_log_has_no_colour_escapes() {
 async fn json_lines_parse_with_stable_fields() {
     let dir = tempfile::tempdir().unwrap();
     let json = ["--log-format", "json"];
-    let (a, a_log) = spawn_node_logged_env(&dir.path().join("a"), &[], &json, &env("", ""));
+    let (a, a_log) = spawn_node_logged_env(&dir.path().join("a"), &[], 30, &json, &env("", ""));
     let (mut b, b_log) =
-        spawn_node_logged_env(&dir.path().join("b"), &[&a.p2p], &json, &env("", ""));
+        spawn_node_logged_env(&dir.path().join("b"), &[&a.p2p], 30, &json, &env("", ""));
     wait_for(&a_log, &format!("\"peer_id\":\"{}\"", b.peer_id)).await;
     assert!(b.terminate().await.success());
     wait_ended(&b_log).await;
@@ -144,6 +144,7 @@ async fn log_of_a_warn_node(dir: &Path, name: &str, env: &[(&str, &str)]) -> Vec
     let (mut node, log) = spawn_node_logged_env(
         &dir.join(name),
         &[],
+        30,
         &["--config", cfg.to_str().unwrap()],
         env,
     );

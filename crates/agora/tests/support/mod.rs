@@ -122,18 +122,26 @@ impl Log {
 
 /// [`spawn_node`] (no bootstrap) with its log collected (and passed on to our stderr).
 pub(crate) fn spawn_node_logged(data: &Path, extra: &[&str]) -> (Node, Log) {
-    spawn_node_logged_env(data, &[], extra, &[])
+    spawn_node_logged_env(data, &[], 30, extra, &[])
 }
 
 /// [`spawn_node_env`] with its log collected (and passed on to our stderr).
 pub(crate) fn spawn_node_logged_env(
     data: &Path,
     bootstrap: &[&str],
+    greet_interval: u64,
     extra: &[&str],
     env: &[(&str, &str)],
 ) -> (Node, Log) {
     let log = Log::default();
-    let node = spawn(data, bootstrap, 30, extra, env, Some(log.clone()));
+    let node = spawn(
+        data,
+        bootstrap,
+        greet_interval,
+        extra,
+        env,
+        Some(log.clone()),
+    );
     (node, log)
 }
 
@@ -543,12 +551,19 @@ pub(crate) fn find_on_path(program: &str) -> Option<PathBuf> {
 /// is not installed (see [`external`]).
 // The child is reaped by `Server::drop`; a panic before that is a failing test anyway.
 pub(crate) fn spawn_nats() -> Option<Server> {
-    spawn_nats_with(&[])
+    spawn_nats_with(&[]).map(|n| n.server)
 }
 
-/// [`spawn_nats`] with extra `nats-server` arguments (e.g. `--user`, `--pass`).
-#[allow(clippy::zombie_processes)]
-pub(crate) fn spawn_nats_with(extra: &[&str]) -> Option<Server> {
+/// A `nats-server` of [`spawn_nats_with`].
+pub(crate) struct Nats {
+    pub(crate) server: Server,
+    /// `nats://127.0.0.1:PORT` of its cluster (route) listener, when it has one.
+    pub(crate) route: Option<String>,
+}
+
+/// [`spawn_nats`] with extra arguments (`--user`/`--pass`, `--auth`, `-p PORT`, `--cluster …`);
+/// with `--cluster` it also waits for the route listener's port.
+pub(crate) fn spawn_nats_with(args: &[&str]) -> Option<Nats> {
     if !external(
         "nats-server",
         on_path("nats-server"),
@@ -556,9 +571,15 @@ pub(crate) fn spawn_nats_with(extra: &[&str]) -> Option<Server> {
     ) {
         return None;
     }
+    let port_given = args.contains(&"-p");
     let mut child = Command::new("nats-server")
-        .args(["-a", "127.0.0.1", "-p", "-1"])
-        .args(extra)
+        .args(["-a", "127.0.0.1"])
+        .args(if port_given {
+            &[][..]
+        } else {
+            &["-p", "-1"][..]
+        })
+        .args(args)
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
@@ -572,19 +593,28 @@ pub(crate) fn spawn_nats_with(extra: &[&str]) -> Option<Server> {
             let _ = tx.send(line);
         }
     });
+    let wants_route = args.contains(&"--cluster");
     let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
+    let (mut url, mut route) = (None, None);
+    while url.is_none() || (wants_route && route.is_none()) {
         let left = deadline.saturating_duration_since(Instant::now());
         let line = rx
             .recv_timeout(left)
-            .expect("nats-server reports its client port");
+            .expect("nats-server reports its ports");
         if let Some(addr) = line.split("Listening for client connections on ").nth(1) {
-            return Some(Server {
-                child,
-                url: format!("nats://{}", addr.trim()),
-            });
+            url = Some(format!("nats://{}", addr.trim()));
+        }
+        if let Some(addr) = line.split("Listening for route connections on ").nth(1) {
+            route = Some(format!("nats://{}", addr.trim()));
         }
     }
+    Some(Nats {
+        server: Server {
+            child,
+            url: url.unwrap(),
+        },
+        route,
+    })
 }
 
 /// Starts `tests/fixtures/openai_server.py`, an OpenAI-compatible server (embeddings: models
