@@ -35,11 +35,15 @@
 //! The writer appends to one caller-supplied buffer and sorts member references in one shared
 //! scratch vector, so canonicalizing allocates nothing per object once the buffers are warm.
 //!
-//! Why not a crate: the maintained `serde_json_canonicalizer` writes every committed vector
-//! (`tests/vectors/agtp/jcs.json`) correctly — a test keeps the two in step — but it took about
-//! nine times as long on a 10-result DISCOVER body (55.2 µs against 6.1 µs, `cargo bench -p
-//! agora-agtp --bench signature`, same run), time every signed DISCOVER answer and every
-//! verification pays. It has no strict I-JSON parser either, which signed bodies need.
+//! Why not a crate: the maintained `serde_json_canonicalizer` fails the committed vector
+//! `error-duplicate-name` (`tests/vectors/agtp/jcs.json`). It canonicalizes a
+//! `serde_json::Value`, and `serde_json` keeps the last of duplicate members, so `{"a":1,"a":2}`
+//! — not I-JSON, which RFC 8785 §3.1 requires — comes out as `{"a":2}` instead of being refused;
+//! a signed body with a duplicate member would then be signed or verified as another object than
+//! the one a strict reader sees. On the other 58 canonical vectors it writes the same bytes as
+//! this module (`the_jcs_crate_fails_only_the_duplicate_name_vector` pins both facts), and it
+//! takes about nine times as long on a 10-result DISCOVER body (55.2 µs against 6.1 µs, `cargo
+//! bench -p agora-agtp --bench signature`, same run).
 
 use std::cmp::Ordering;
 

@@ -390,23 +390,36 @@ proptest! {
     }
 }
 
-/// The maintained RFC 8785 crate `serde_json_canonicalizer` on the same vectors (issue 21 asked
-/// whether it can replace [`jcs`]): inputs parsed by [`jcs::parse`], so only the serialization is
-/// compared. It writes every canonical vector correctly; `jcs` keeps its own writer for speed
-/// (see the module documentation of `agora_agtp::jcs`), and this test keeps the two in step.
+/// The maintained RFC 8785 crate `serde_json_canonicalizer` on every vector (issue 21 asked
+/// whether it can replace [`jcs`]). It canonicalizes a `serde_json::Value`, so its whole path
+/// from text is `serde_json::from_str` then `to_string`. It writes every canonical vector
+/// correctly, but fails `error-duplicate-name`: RFC 8785 §3.1 takes I-JSON input only and
+/// `{"a":1,"a":2}` is not I-JSON, yet the crate's path canonicalizes it to `{"a":2}` (serde_json
+/// keeps the last member), so a signed body with a duplicate member would be signed or verified
+/// as a different object than the one a strict reader sees. That vector is why `jcs` keeps its
+/// own writer and parser (see its module documentation); this test pins exactly which vectors the
+/// crate fails, so a release that fixes it is noticed.
 #[test]
-fn the_jcs_crate_agrees_on_every_vector() {
+fn the_jcs_crate_fails_only_the_duplicate_name_vector() {
     let v = load(JCS_VECTORS);
-    let mut total = 0;
+    let (mut canonical, mut failed) = (0, Vec::new());
     for case in v["cases"].as_array().unwrap() {
-        let (Some(want), Ok(value)) = (case.get("canonical"), jcs::parse(text(&case["input"])))
-        else {
-            continue;
-        };
-        total += 1;
-        let got = serde_json_canonicalizer::to_string(&value).unwrap();
-        assert_eq!(got, text(want), "{}", text(&case["name"]));
-        assert_eq!(jcs::canonicalize(&value), got.as_bytes());
+        let name = text(&case["name"]);
+        let input = text(&case["input"]);
+        let crate_says = serde_json::from_str::<Value>(input)
+            .ok()
+            .and_then(|value| serde_json_canonicalizer::to_string(&value).ok());
+        match (case.get("canonical"), crate_says) {
+            (Some(want), Some(got)) if got == text(want) => {
+                canonical += 1;
+                // and ours agrees byte for byte
+                let value = jcs::parse(input).unwrap();
+                assert_eq!(jcs::canonicalize(&value), got.as_bytes(), "{name}");
+            }
+            (None, None) => {}
+            _ => failed.push(name.to_owned()),
+        }
     }
-    assert!(total >= 50, "{total} canonical vectors");
+    assert!(canonical >= 50, "{canonical} canonical vectors");
+    assert_eq!(failed, ["error-duplicate-name"]);
 }
