@@ -267,6 +267,16 @@ async fn the_dashboard_shows_the_live_mesh_in_chromium() {
         let live_agents: BTreeSet<String> = peer_ids(&a.http, CHANNEL).await.into_iter().collect();
         let tools = attrs(&page, "#hs-tools [data-tool]", "data-tool").await;
         let ans = attrs(&page, "#ans-agents [data-agent-id]", "data-agent-id").await;
+        let ring = attrs(&page, "#hs-ring [data-member]", "data-member").await;
+        let live_ring: BTreeSet<String> =
+            support::get_json(&a.http, "/status").await["memory"]["ring"]
+                .as_array()
+                .map(|r| {
+                    r.iter()
+                        .filter_map(|m| m["peer_id"].as_str().map(str::to_owned))
+                        .collect()
+                })
+                .unwrap_or_default();
         (peer_id == a.peer_id
             && peers.contains(&b.peer_id)
             && peers == live_peers
@@ -274,15 +284,17 @@ async fn the_dashboard_shows_the_live_mesh_in_chromium() {
             && agents == live_agents
             && tools.contains(&local_tool)
             && tools.contains(&remote_tool)
-            && ans.contains("agt-browser"))
-        .then_some(())
+            && ans.contains("agt-browser")
+            && ring.len() == 3
+            && ring == live_ring)
+            .then_some(())
     })
     .await;
     if shown.is_none() {
         give_up(
             &page,
             "the page shows A's PeerId, A's connected peers (B among them), the agents present \
-             in ops, the tools of A and B and the ANS agent",
+             in ops, the tools of A and B, the ANS agent and the three members of the memory ring",
         )
         .await;
     }

@@ -283,6 +283,35 @@ async fn a_session_token_has_playbooks_of_its_own() {
         "the node's own"
     );
     assert_eq!(node_view["result"]["bullets"].as_array().unwrap().len(), 1);
+    // Operators see both playbooks, each with its scope and size, never the session's name.
+    let status = support::get_json(&node.http, "/status").await;
+    let mut listed: Vec<(String, String, u64)> = status["learning"]["list"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|b| {
+            (
+                b["playbookId"].as_str().unwrap().to_owned(),
+                b["scope"].as_str().unwrap().to_owned(),
+                b["size"]["bullets"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    listed.sort();
+    assert_eq!(
+        listed,
+        [
+            ("shared".to_owned(), "session".to_owned(), 1),
+            ("shared".to_owned(), "shared".to_owned(), 1)
+        ],
+        "{status}"
+    );
+    let session_id = created["result"]["sessionId"].as_str().unwrap();
+    let text = status["learning"].to_string();
+    assert!(
+        !text.contains(session_id) && !text.contains(&token),
+        "{text}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -131,6 +131,70 @@ async fn stored_on_a_it_is_read_and_found_from_c() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_ring_shares_holdings_and_replicas_under_target_are_reported() {
+    let dir = tempfile::tempdir().unwrap();
+    // A node alone: the whole ring, and every memory short of its replicas.
+    let a = spawn_node(&dir.path().join("a"), &[], 30, &[]);
+    store(&a, "first note about ring shares", json!({})).await;
+    store(&a, "second note about replica targets", json!({})).await;
+    let m = memory_status(&a).await;
+    assert_eq!(m["ring"].as_array().unwrap().len(), 1, "{m}");
+    assert_eq!(m["ring"][0]["peer_id"], a.peer_id.as_str());
+    assert_eq!(m["ring"][0]["share"], 1.0);
+    assert_eq!(m["ring"][0]["me"], true);
+    assert_eq!(m["ring"][0]["held"], 2);
+    assert_eq!(
+        m["replicas"],
+        json!({"target": 3, "owners": 1, "under_target": 2, "checked_ms": null}),
+        "{m}"
+    );
+    // Two more: three members, about a third of the ring each; a's anti-entropy round gives
+    // them the two memories, their heartbeats say so, and no memory is under target any more.
+    let b = spawn_node(&dir.path().join("b"), &[&a.p2p], 30, &[]);
+    let c = spawn_node(&dir.path().join("c"), &[&b.p2p], 30, &[]);
+    let nodes = [&a, &b, &c];
+    let settled = eventually(Duration::from_secs(45), async || {
+        let mut last = Value::Null;
+        for node in nodes {
+            let m = memory_status(node).await;
+            let ring = m["ring"].as_array()?;
+            if ring.len() != 3
+                || ring.iter().any(|r| r["held"] != 2)
+                || m["replicas"]["owners"] != 3
+                || m["replicas"]["under_target"] != 0
+                || !m["replicas"]["checked_ms"].is_u64()
+            {
+                return None;
+            }
+            last = m;
+        }
+        Some(last)
+    })
+    .await;
+    let m =
+        settled.expect("every node sees three members holding both memories, none under target");
+    let ring = m["ring"].as_array().unwrap();
+    let shares: Vec<f64> = ring.iter().map(|r| r["share"].as_f64().unwrap()).collect();
+    assert!(
+        (shares.iter().sum::<f64>() - 1.0).abs() < 1e-9,
+        "{shares:?}"
+    );
+    assert!(
+        shares.iter().all(|s| (0.25..0.42).contains(s)),
+        "{shares:?}"
+    );
+    let mut peers: Vec<&str> = ring
+        .iter()
+        .map(|r| r["peer_id"].as_str().unwrap())
+        .collect();
+    peers.sort_unstable();
+    let mut want = vec![a.peer_id.as_str(), b.peer_id.as_str(), c.peer_id.as_str()];
+    want.sort_unstable();
+    assert_eq!(peers, want);
+    assert_eq!(ring.iter().filter(|r| r["me"] == true).count(), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_dead_owner_is_replaced_and_every_memory_stays_readable() {
     let dir = tempfile::tempdir().unwrap();
     let (a, b, c) = three(dir.path());

@@ -384,6 +384,21 @@ async fn a_channel_between_two_nodes_pays_closes_and_refunds_exactly() {
         assert_eq!(r["error"]["data"]["remaining"], 700_000);
         assert_eq!(r["error"]["data"]["requested"], 700_001);
         assert_eq!(r["error"]["data"]["limit"], 1_000_000);
+        // Both nodes list the open channel for operators (`/status`, the dashboard).
+        for (node, role) in [(&payer, "payer"), (&payee, "payee")] {
+            let status = get_json(&node.http, "/status").await;
+            let listed = status["payments"]["openChannels"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|c| c["channelId"] == ch.as_str())
+                .cloned()
+                .unwrap_or_else(|| panic!("{role} lists {ch}: {status}"));
+            assert_eq!(listed["role"], role, "{listed}");
+            assert_eq!(listed["spent"], 300_000, "{listed}");
+            assert_eq!(listed["budget"], 1_000_000, "{listed}");
+            assert_eq!(listed["currency"], currency, "{listed}");
+        }
         let r = rpc_call(
             &mut ws,
             k + 201,
@@ -401,6 +416,13 @@ async fn a_channel_between_two_nodes_pays_closes_and_refunds_exactly() {
         )
         .await;
         assert_eq!(r["error"]["data"]["reason"], "channel-closed", "{r}");
+        let status = get_json(&payer.http, "/status").await;
+        assert!(
+            !status["payments"]["openChannels"]
+                .to_string()
+                .contains(ch.as_str()),
+            "a closed channel is not listed as open: {status}"
+        );
         // The payee publishes the close on the round's settlement topic; the payer's node
         // checks the payer signature inside and keeps it.
         let (http, want, by) = (

@@ -217,6 +217,39 @@ impl Ring {
         taken
     }
 
+    /// Each member's share of the key space as primary owner, members sorted: the fraction of all
+    /// 2^64 key positions whose walk meets one of its positions first. The shares sum to 1 (0
+    /// members: empty). Keys in `[p_{i-1}, p_i)` walk from `p_i`, so every position owns the arc
+    /// that ends at it. Cost: one pass over the positions (O(V)).
+    #[must_use]
+    pub fn shares(&self) -> Vec<(&str, f64)> {
+        let mut arcs = vec![0u128; self.members.len()];
+        let mut prev = self.points.last().map_or(0, |(p, _)| *p);
+        for &(p, idx) in &self.points {
+            // the arc from the previous position (wrapping at 2^64); a lone position owns it all
+            let len = if self.points.len() == 1 {
+                1u128 << 64
+            } else {
+                u128::from(p.wrapping_sub(prev))
+            };
+            if let Some(a) = arcs.get_mut(idx as usize) {
+                *a += len;
+            }
+            prev = p;
+        }
+        #[allow(clippy::cast_precision_loss)] // shares are for display; f64 keeps 53 bits
+        let whole = (1u128 << 64) as f64;
+        self.members
+            .iter()
+            .zip(arcs)
+            .map(|(m, a)| {
+                #[allow(clippy::cast_precision_loss)]
+                let share = a as f64 / whole;
+                (m.as_str(), share)
+            })
+            .collect()
+    }
+
     fn index_of(&self, member: &str) -> usize {
         self.members
             .binary_search_by(|m| m.as_str().cmp(member))
@@ -246,6 +279,43 @@ pub fn moved<'a>(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn shares_cover_the_key_space_and_follow_the_walk() {
+        assert!(Ring::new().shares().is_empty());
+        let mut ring = Ring::new();
+        ring.add("12D3KooWA");
+        assert_eq!(ring.shares(), vec![("12D3KooWA", 1.0)]);
+        for m in ["12D3KooWB", "12D3KooWC"] {
+            ring.add(m);
+        }
+        let shares = ring.shares();
+        let sum: f64 = shares.iter().map(|(_, s)| s).sum();
+        assert!((sum - 1.0).abs() < 1e-9, "{sum}");
+        // 750 positions each: every member near a third
+        for (m, s) in &shares {
+            assert!((s - 1.0 / 3.0).abs() < 0.05, "{m}: {s}");
+        }
+        // the shares are the primaries' shares: sample keys and count primaries
+        let mut counts = std::collections::HashMap::new();
+        let n = 30_000;
+        for i in 0..n {
+            *counts
+                .entry(ring.owners(&format!("m{i}"))[0])
+                .or_insert(0u32) += 1;
+        }
+        for (m, s) in &shares {
+            let seen = f64::from(counts[m]) / f64::from(n);
+            assert!(
+                (seen - s).abs() < 0.015,
+                "{m}: sampled {seen}, computed {s}"
+            );
+        }
+        // one position of one member only: it owns everything
+        let mut tiny = Ring::with_vnodes(1);
+        tiny.add("x");
+        assert_eq!(tiny.shares(), vec![("x", 1.0)]);
+    }
 
     fn ring(n: usize) -> Ring {
         let mut r = Ring::new();

@@ -236,21 +236,44 @@ function renderHyperspace(s) {
     el("td", { class: c.live ? "good" : "bad" }, c.live ? "live" : "stale"),
     el("td", {}, toolIds(c).join(", ")))));
   const m = st.memory || {};
+  replace($("hs-ring").tBodies[0], (m.ring || []).map((r) => el("tr", { "data-member": r.peer_id },
+    el("td", {}, el("code", {}, short(r.peer_id)), r.me ? el("span", { class: "tag" }, "this node") : null),
+    el("td", {}, (100 * (r.share || 0)).toFixed(1) + " %"),
+    el("td", {}, r.held === null || r.held === undefined ? "–" : r.held))));
+  const rep = m.replicas || {};
+  $("hs-replicas").textContent = rep.target === undefined ? "–"
+    : rep.owners + " of " + rep.target + " owners per memory · under target: "
+      + (rep.under_target === null || rep.under_target === undefined ? "not checked yet" : rep.under_target)
+      + (rep.checked_ms ? " (checked " + duration(((s.at_ms || Date.now()) - rep.checked_ms) / 1000) + " ago)" : "");
   const pairs = [["members", m.members], ["memories held", m.held], ["serve", m.serve], ["embedder", m.embedder]];
   for (const [e, ix] of Object.entries(m.indexes || {})) {
     pairs.push(["index " + e, ix.vectors + " vectors, " + ix.engine + (ix.building ? ", building" : "") + ", staged " + ix.staged + ", tombstones " + ix.tombstones]);
   }
   for (const [k, v] of Object.entries(m.counters || {})) pairs.push([k, v]);
   kv($("hs-memory"), pairs);
+  const l = st.learning || {};
+  $("hs-playbook-count").textContent = "(" + (l.playbooks || 0) + ")";
+  replace($("hs-playbooks").tBodies[0], (l.list || []).map((b) => el("tr", { "data-playbook": b.playbookId },
+    el("td", {}, el("code", {}, b.playbookId)), el("td", {}, b.scope),
+    el("td", {}, b.size ? b.size.bullets : "…"), el("td", {}, b.size ? b.size.version : "…"))));
+  const imp = st.improving || {};
+  replace($("hs-libraries").tBodies[0], Object.entries(imp.libraries || {}).sort().map(([t, n]) => el("tr", { "data-library": t },
+    el("td", {}, el("code", {}, t)), el("td", {}, n))));
+  const pay = st.payments || {};
+  $("hs-channel-count").textContent = "(" + (pay.channels || 0) + ", " + (pay.openChannels || []).length + " open listed)";
+  replace($("hs-channels").tBodies[0], (pay.openChannels || []).map((c) => el("tr", { "data-channel-id": c.channelId },
+    el("td", {}, el("code", {}, short(c.channelId))), el("td", {}, c.role),
+    el("td", {}, c.spent + " / " + c.budget), el("td", {}, c.currency))));
   const more = [];
   const flat = (prefix, v) => {
     if (v && typeof v === "object" && !Array.isArray(v) && Object.keys(v).length <= 12) {
       for (const [k, x] of Object.entries(v)) flat(prefix + "." + k, x);
     } else more.push([prefix, v]);
   };
-  flat("learning", st.learning);
-  flat("improving", st.improving);
-  flat("payments", st.payments);
+  const without = (o, ...keys) => Object.fromEntries(Object.entries(o || {}).filter(([k]) => !keys.includes(k)));
+  flat("learning", without(st.learning, "list"));
+  flat("improving", without(st.improving, "libraries"));
+  flat("payments", without(st.payments, "openChannels"));
   kv($("hs-more"), more);
 }
 

@@ -122,6 +122,9 @@ impl TokenCounter for Cl100k {
 
 type Book = Arc<tokio::sync::Mutex<Playbook>>;
 
+/// Playbooks listed by `/status` `learning.list`.
+const STATUS_LIST: usize = 20;
+
 struct Shared {
     store: Store,
     settings: LearningSettings,
@@ -336,8 +339,30 @@ impl Shared {
     }
 
     fn status(&self) -> Value {
+        let books = self.lock_books();
+        // The first playbooks by key, for operators: the id without the session that owns it
+        // (a session's name stays private), its scope, size and version; one being changed now
+        // is shown without its size.
+        let mut keys: Vec<&String> = books.keys().collect();
+        keys.sort_unstable();
+        let listed: Vec<Value> = keys
+            .into_iter()
+            .take(STATUS_LIST)
+            .filter_map(|key| {
+                let book = books.get(key)?;
+                let (scope, id) = match key.split_once('/') {
+                    Some((_, id)) => ("session", id),
+                    None => ("shared", key.as_str()),
+                };
+                let size = book.try_lock().ok().map(|b| {
+                    json!({"bullets": b.bullets().count(), "version": b.version, "tokenCount": b.token_count()})
+                });
+                Some(json!({"playbookId": id, "scope": scope, "size": size}))
+            })
+            .collect();
         json!({
-            "playbooks": self.lock_books().len(),
+            "playbooks": books.len(),
+            "list": listed,
             "reflector": match self.settings.reflector {
                 ReflectorChoice::Builtin => "builtin",
                 ReflectorChoice::OpenAi(_) => "openai",

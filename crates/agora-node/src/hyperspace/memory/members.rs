@@ -27,6 +27,8 @@ struct Seen {
     last_ms: u64,
     /// A request failed at this time: out of the view until heard after it.
     suspected_ms: Option<u64>,
+    /// Memories it said it holds in its last heartbeat (older nodes do not say).
+    held: Option<u64>,
 }
 
 /// The members this node knows and its ring over them.
@@ -63,8 +65,8 @@ impl Members {
         self.ring.len()
     }
 
-    /// `peer` announced itself at `now`; true when the view changed.
-    pub(super) fn heard(&mut self, peer: &str, now: u64) -> bool {
+    /// `peer` announced itself at `now`, holding `held` memories; true when the view changed.
+    pub(super) fn heard(&mut self, peer: &str, now: u64, held: Option<u64>) -> bool {
         if peer == self.me {
             return false;
         }
@@ -74,7 +76,11 @@ impl Members {
         let s = self.seen.entry(peer.to_owned()).or_insert(Seen {
             last_ms: now,
             suspected_ms: None,
+            held: None,
         });
+        if now >= s.last_ms {
+            s.held = held;
+        }
         s.last_ms = s.last_ms.max(now);
         if s.suspected_ms.is_some_and(|at| now > at) {
             s.suspected_ms = None;
@@ -124,6 +130,19 @@ impl Members {
         self.serve
     }
 
+    /// The members of the view with their share of the ring as primary owner and the memories
+    /// each said it holds (this node's own count is the caller's), members sorted.
+    pub(super) fn view(&self) -> Vec<(String, f64, Option<u64>)> {
+        self.ring
+            .shares()
+            .into_iter()
+            .map(|(m, share)| {
+                let held = self.seen.get(m).and_then(|s| s.held);
+                (m.to_owned(), share, held)
+            })
+            .collect()
+    }
+
     /// The other members, sorted.
     pub(super) fn others(&self) -> Vec<String> {
         self.ring
@@ -142,19 +161,31 @@ mod tests {
     fn heartbeats_join_silence_and_failures_leave() {
         let mut m = Members::new("me", true);
         assert_eq!(m.len(), 1);
-        assert!(m.heard("a", 1_000));
-        assert!(!m.heard("a", 2_000), "no change");
-        assert!(m.heard("b", 2_000));
+        assert!(m.heard("a", 1_000, None));
+        assert!(!m.heard("a", 2_000, None), "no change");
+        assert!(m.heard("b", 2_000, None));
         assert_eq!(m.len(), 3);
         assert!(m.suspect("a", 3_000));
         assert_eq!(m.len(), 2);
-        assert!(!m.heard("a", 3_000), "a heartbeat from before the failure");
-        assert!(m.heard("a", 3_001));
+        assert!(
+            !m.heard("a", 3_000, None),
+            "a heartbeat from before the failure"
+        );
+        assert!(m.heard("a", 3_001, None));
         assert!(m.expire(2_000 + MEMBER_TTL_MS + 1), "b went silent");
         assert_eq!(m.others(), vec!["a".to_owned()]);
+        assert!(
+            !m.heard("a", 3_002, Some(7)),
+            "a count is no change of the view"
+        );
+        let view = m.view();
+        assert_eq!(view.len(), 2);
+        assert_eq!((view[0].0.as_str(), view[0].2), ("a", Some(7)));
+        assert_eq!((view[1].0.as_str(), view[1].2), ("me", None));
+        assert!((view[0].1 + view[1].1 - 1.0).abs() < 1e-9);
         let mut n = Members::new("me", false);
         assert_eq!(n.len(), 0);
-        assert!(n.heard("a", 1));
+        assert!(n.heard("a", 1, None));
         assert_eq!(n.len(), 1);
     }
 }

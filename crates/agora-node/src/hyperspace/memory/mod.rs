@@ -46,7 +46,7 @@ mod members;
 mod shard;
 mod vault;
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -196,6 +196,10 @@ enum SyncMessage {
     Member {
         /// Embedders the sender can embed with.
         embedders: Vec<String>,
+        /// Memories (live and tombstones) the sender holds; for operators' views only, absent
+        /// from older senders.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        held: Option<u64>,
     },
     /// A memory was deleted.
     Delete {
@@ -240,6 +244,9 @@ struct Shared {
     /// One low-priority worker for background scans ([`LongCallSettings::background`]): they
     /// never hold a worker of [`Shared::pool`], which embeds and searches for calls.
     sync_pool: LongCalls,
+    /// What the last complete anti-entropy round found: (when, in ms since the epoch, how many
+    /// memories held here another owner lacked or held older before the round repaired them).
+    last_check: Mutex<Option<(u64, usize)>>,
 }
 
 /// The cached version lists: (shard generation, ring members, the lists).
@@ -350,6 +357,7 @@ pub fn prepare(
             versions_cache: Mutex::new(None),
             versions_scan: tokio::sync::Mutex::new(()),
             sync_pool,
+            last_check: Mutex::new(None),
         }),
     })
 }
@@ -385,7 +393,10 @@ pub async fn run(prepared: Prepared, mut inputs: mpsc::Receiver<Input>) {
                 let now = now_ms();
                 if shared.settings.serve && now.saturating_sub(last_heartbeat) >= members::HEARTBEAT_MS {
                     last_heartbeat = now;
-                    shared.publish(&SyncMessage::Member { embedders: shared.embedders.ids() }).await;
+                    shared.publish(&SyncMessage::Member {
+                        embedders: shared.embedders.ids(),
+                        held: Some(shared.shard.len() as u64),
+                    }).await;
                 }
                 if shared.lock_members().expire(now) {
                     ring_changed.get_or_insert_with(Instant::now);
@@ -607,12 +618,41 @@ impl Shared {
                     .collect::<serde_json::Map<_, _>>()
             })
             .unwrap_or_default();
+        let held = self.shard.len();
+        let ring: Vec<Value> = members
+            .view()
+            .into_iter()
+            .map(|(peer, share, theirs)| {
+                let me = peer == self.me;
+                json!({
+                    "peer_id": peer,
+                    "share": share,
+                    "held": if me { Some(held as u64) } else { theirs },
+                    "me": me,
+                })
+            })
+            .collect();
+        // Owners per memory in this view; fewer members than the target leave every memory short.
+        let owners = REPLICAS.min(members.len());
+        let check = *lock_cache(&self.last_check);
+        let under_target = if owners < REPLICAS {
+            Some(held)
+        } else {
+            check.map(|(_, lacking)| lacking)
+        };
         json!({
             "serve": members.serves(),
             "embedder": self.embedders.default_id(),
             "embedders": self.embedders.ids(),
             "members": members.len(),
-            "held": self.shard.len(),
+            "held": held,
+            "ring": ring,
+            "replicas": {
+                "target": REPLICAS,
+                "owners": owners,
+                "under_target": under_target,
+                "checked_ms": check.map(|(at, _)| at),
+            },
             "indexes": self.shard.index_status(),
             "counters": counters,
         })
@@ -1316,6 +1356,7 @@ impl Shared {
     /// their owners.
     async fn anti_entropy(self: &Arc<Self>) {
         let others = self.lock_members().others();
+        let mut lacking: HashSet<String> = HashSet::new();
         for peer in others {
             let Some(mine) = self.pair_versions(&peer).await else {
                 return;
@@ -1329,17 +1370,21 @@ impl Shared {
                 .request(&peer, &ask, self.settings.gather_timeout)
                 .await
             {
-                Ok(MemoryResponse::DigestMismatch) => self.exchange(&peer, &mine.list).await,
+                Ok(MemoryResponse::DigestMismatch) => {
+                    lacking.extend(self.exchange(&peer, &mine.list).await);
+                }
                 Ok(_) => {}
                 Err(e) => tracing::debug!(%peer, error = %e, "anti-entropy digest failed"),
             }
         }
+        *lock_cache(&self.last_check) = Some((now_ms(), lacking.len()));
         self.hand_off().await;
         self.count("sync_rounds");
     }
 
-    /// Pages through `peer`'s versions, pushes what it lacks and pulls what it has newer.
-    async fn exchange(self: &Arc<Self>, peer: &str, mine: &[(String, Version)]) {
+    /// Pages through `peer`'s versions, pushes what it lacks and pulls what it has newer; returns
+    /// the ids it lacked or held older (none when its versions could not be read).
+    async fn exchange(self: &Arc<Self>, peer: &str, mine: &[(String, Version)]) -> Vec<String> {
         let mut theirs: Vec<(String, Version)> = Vec::new();
         let mut after = None;
         loop {
@@ -1359,7 +1404,7 @@ impl Shared {
                         None => break,
                     }
                 }
-                _ => return,
+                _ => return Vec::new(),
             }
         }
         let d = diff(mine, &theirs);
@@ -1394,6 +1439,7 @@ impl Shared {
                 self.count_n("sync_pulled", chunk.len());
             }
         }
+        d.push
     }
 
     /// Entries held here whose owners (this node's view) do not include this node go to their
@@ -1432,8 +1478,8 @@ impl Shared {
             return;
         };
         match message {
-            SyncMessage::Member { .. } => {
-                if self.lock_members().heard(env.from, now_ms()) {
+            SyncMessage::Member { held, .. } => {
+                if self.lock_members().heard(env.from, now_ms(), held) {
                     self.mark_ring_change();
                 }
             }

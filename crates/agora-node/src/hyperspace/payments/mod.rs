@@ -219,6 +219,9 @@ impl PayResponse {
     }
 }
 
+/// Open channels listed by `/status` `payments.openChannels`.
+const STATUS_LIST: usize = 20;
+
 /// This node's side of a channel.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -518,7 +521,35 @@ impl Shared {
     }
 
     fn status(&self) -> Value {
-        let channels = self.channels.lock().map_or(0, |c| c.len());
+        // The count, and the open channels among the first by id for operators (one being
+        // changed now is left out of the list).
+        let (channels, open): (usize, Vec<Value>) =
+            self.channels.lock().map_or((0, Vec::new()), |c| {
+                let mut ids: Vec<&String> = c.keys().collect();
+                ids.sort_unstable();
+                let open = ids
+                    .into_iter()
+                    .filter_map(|id| {
+                        let held = c.get(id)?.try_lock().ok()?;
+                        let ch = &held.channel;
+                        (ch.status == Status::Open).then(|| {
+                            json!({
+                                "channelId": ch.channel_id,
+                                "role": held.role,
+                                "payer": ch.payer,
+                                "payee": ch.payee,
+                                "currency": ch.currency.label(),
+                                "budget": amount_json(ch.budget),
+                                "spent": amount_json(ch.spent),
+                                "nonce": ch.nonce,
+                                "openedAt": ch.opened_at,
+                            })
+                        })
+                    })
+                    .take(STATUS_LIST)
+                    .collect();
+                (c.len(), open)
+            });
         let open_challenges = self
             .challenges
             .lock()
@@ -531,6 +562,7 @@ impl Shared {
             "openChallenges": open_challenges,
             "receipts": self.receipts.lock().map_or(0, |r| r.len()),
             "channels": channels,
+            "openChannels": open,
             "settlements": self.settlements.lock().map_or(0, |s| s.len()),
             "counters": self.counters.lock().map(|c| c.iter().map(|(k, v)| ((*k).to_owned(), json!(v))).collect::<serde_json::Map<_, _>>()).unwrap_or_default(),
         })
