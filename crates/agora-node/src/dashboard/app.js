@@ -4,6 +4,7 @@
 "use strict";
 
 const HISTORY = 300; // samples kept for the charts (5 minutes at one a second)
+const SMOOTH = 5; // samples each chart point averages over
 const COLORS = ["#4fb3ff", "#5ad17a", "#ffb347", "#ff6b6b", "#c792ea", "#7fdbca", "#f78c6c", "#ffd866", "#a0a8b0"];
 let key = sessionStorage.getItem("agora-key") || "";
 let seq = 0;
@@ -143,9 +144,12 @@ function rates(kind) {
   const series = {};
   for (const name of names) {
     series[name] = [];
+    // Each point averages the last few seconds, so a count that ticks in alternate seconds
+    // does not draw as a comb.
     for (let i = 1; i < history.length; i++) {
-      const dt = (history[i].ms - history[i - 1].ms) / 1000;
-      const dv = (history[i][kind][name] || 0) - (history[i - 1][kind][name] || 0);
+      const j = Math.max(0, i - SMOOTH);
+      const dt = (history[i].ms - history[j].ms) / 1000;
+      const dv = (history[i][kind][name] || 0) - (history[j][kind][name] || 0);
       series[name].push(dt > 0 ? Math.max(0, dv / dt) : 0);
     }
   }

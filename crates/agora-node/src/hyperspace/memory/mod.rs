@@ -61,7 +61,7 @@ use agora_hyperspace::memory::record::{
     Entry, MemoryRecord, Tier, Tombstone, Version, new_memory_id,
 };
 use agora_hyperspace::memory::search::{SearchHit, merge_hits};
-use agora_hyperspace::memory::sync::{diff, digest};
+use agora_hyperspace::memory::sync::{SyncLists, VersionMap, Versions, diff};
 use agora_hyperspace::memory::wire::{MemoryRequest, MemoryResponse};
 use ed25519_dalek::SigningKey;
 use futures::future::join_all;
@@ -234,9 +234,9 @@ struct Shared {
     counters: Mutex<BTreeMap<&'static str, u64>>,
     /// The view changed (a heartbeat, a failure) and no round has run since.
     ring_dirty: AtomicBool,
-    /// Anti-entropy's version lists, made together in one scan of the shard on the background
-    /// pool, with the shard's generation and the ring's members they were made from: a round
-    /// with no write and no change of view since the last one scans nothing.
+    /// Anti-entropy's version lists, made on the background pool with the shard's generation,
+    /// snapshot and the ring's members they were made from: a round with no write and no change
+    /// of view since the last one does nothing, one after writes walks only the changed entries.
     versions_cache: Mutex<Option<CachedVersions>>,
     /// Held while the lists are made, so that a round and the requests of peers that arrive
     /// meanwhile wait for one scan instead of starting their own.
@@ -249,33 +249,17 @@ struct Shared {
     last_check: Mutex<Option<(u64, usize)>>,
 }
 
-/// The cached version lists: (shard generation, ring members, the lists).
-type CachedVersions = (u64, Vec<String>, Arc<VersionLists>);
-
-/// Held entries' (id, version), sorted by id, and their anti-entropy digest.
-#[derive(Debug, Default)]
-struct Versions {
-    list: Vec<(String, Version)>,
-    digest: [u8; 32],
-}
-
-impl Versions {
-    fn new(list: Vec<(String, Version)>) -> Self {
-        // Hashing 100,000 versions takes tens of milliseconds: on the background pool, once
-        // per change, never on an async task.
-        let digest = digest(list.iter().map(|(id, v)| (id.as_str(), v)));
-        Self { list, digest }
-    }
-}
-
-/// What anti-entropy compares and hands off, from one scan of the shard.
-#[derive(Debug, Default)]
-struct VersionLists {
-    /// For every other member of the view: the held entries whose owners include both it and
-    /// this node.
-    pairs: HashMap<String, Arc<Versions>>,
-    /// Held entries whose owners do not include this node (for the hand-off).
-    strays: Arc<Versions>,
+/// Anti-entropy's lists and what they were made from.
+#[derive(Debug)]
+struct CachedVersions {
+    /// The shard's generation read before its snapshot was taken.
+    generation: u64,
+    /// The ring's members.
+    members: Vec<String>,
+    /// The shard's versions the lists were made from: the next lists are this one's update by
+    /// the difference to the next snapshot.
+    snapshot: VersionMap,
+    lists: Arc<SyncLists>,
 }
 
 impl std::fmt::Debug for Shared {
@@ -1259,18 +1243,8 @@ impl Shared {
                         message: "Rate Limited: this node's version scan is busy".into(),
                     };
                 };
-                let mine = &versions.list;
                 let limit = usize::try_from(limit.min(VERSIONS_PAGE)).unwrap_or(1);
-                let start = after.as_ref().map_or(0, |a| {
-                    mine.partition_point(|(id, _)| id.as_str() <= a.as_str())
-                });
-                let items: Vec<(String, Version)> =
-                    mine.iter().skip(start).take(limit).cloned().collect();
-                let next = if start + items.len() < mine.len() {
-                    items.last().map(|(id, _)| id.clone())
-                } else {
-                    None
-                };
+                let (items, next) = versions.page(after.as_deref(), limit);
                 MemoryResponse::VersionList { items, next }
             }
             MemoryRequest::Pull { ids } => MemoryResponse::Entries {
@@ -1290,9 +1264,10 @@ impl Shared {
         Some(lists.pairs.get(peer).cloned().unwrap_or_default())
     }
 
-    /// Anti-entropy's lists for the current shard and view: cached, or made in one scan on the
-    /// background pool (one owner lookup per held entry for every list at once).
-    async fn version_lists(self: &Arc<Self>) -> Option<Arc<VersionLists>> {
+    /// Anti-entropy's lists for the current shard and view: cached; else, on the background
+    /// pool, the cached lists updated by the entries written since (same view), or made anew in
+    /// one scan (a new view: one owner lookup per held entry for every list at once).
+    async fn version_lists(self: &Arc<Self>) -> Option<Arc<SyncLists>> {
         let _scan = self.versions_scan.lock().await;
         let generation = self.shard.generation();
         let (ring, members) = {
@@ -1301,47 +1276,37 @@ impl Shared {
             let members: Vec<String> = ring.members().map(str::to_owned).collect();
             (ring, members)
         };
-        if let Some((g, m, lists)) = lock_cache(&self.versions_cache).as_ref()
-            && *g == generation
-            && *m == members
-        {
-            return Some(Arc::clone(lists));
-        }
-        let s = Arc::clone(self);
+        let previous = match lock_cache(&self.versions_cache).as_ref() {
+            Some(c) if c.members == members && c.generation == generation => {
+                return Some(Arc::clone(&c.lists));
+            }
+            Some(c) if c.members == members => Some((c.snapshot.clone(), Arc::clone(&c.lists))),
+            _ => None,
+        };
+        // Taken after the generation was read: it may hold later writes too, which the next
+        // call's difference then finds again (placing an entry twice changes nothing).
+        let snapshot = self.shard.snapshot();
         let me = self.me.clone();
-        let others: Vec<String> = members.iter().filter(|m| **m != me).cloned().collect();
+        let held = snapshot.clone();
         let deadline = Instant::now() + SCAN_BUDGET;
         let made = self
             .sync_pool
             .run("memory.sync", deadline, move || {
-                let mut pairs: HashMap<String, Vec<(String, Version)>> =
-                    others.into_iter().map(|m| (m, Vec::new())).collect();
-                let mut strays = Vec::new();
-                for (id, version) in s.shard.versions(|_| true) {
-                    let owners = ring.owners(&id);
-                    if !owners.contains(&me.as_str()) {
-                        strays.push((id, version));
-                        continue;
-                    }
-                    for owner in owners {
-                        if let Some(list) = pairs.get_mut(owner) {
-                            list.push((id.clone(), version.clone()));
-                        }
-                    }
-                }
-                Ok(VersionLists {
-                    pairs: pairs
-                        .into_iter()
-                        .map(|(m, list)| (m, Arc::new(Versions::new(list))))
-                        .collect(),
-                    strays: Arc::new(Versions::new(strays)),
+                Ok(match previous {
+                    Some((before, lists)) => lists.update(&before, &held, &ring, &me),
+                    None => SyncLists::build(&held, &ring, &me),
                 })
             })
             .await;
         match made {
             Ok(lists) => {
                 let lists = Arc::new(lists);
-                *lock_cache(&self.versions_cache) = Some((generation, members, Arc::clone(&lists)));
+                *lock_cache(&self.versions_cache) = Some(CachedVersions {
+                    generation,
+                    members,
+                    snapshot,
+                    lists: Arc::clone(&lists),
+                });
                 Some(lists)
             }
             Err(e) => {
@@ -1364,14 +1329,14 @@ impl Shared {
             let ask = MemoryRequest::Digest {
                 peer: self.me.clone(),
                 digest: mine.digest,
-                count: mine.list.len() as u64,
+                count: mine.map.len() as u64,
             };
             match self
                 .request(&peer, &ask, self.settings.gather_timeout)
                 .await
             {
                 Ok(MemoryResponse::DigestMismatch) => {
-                    lacking.extend(self.exchange(&peer, &mine.list).await);
+                    lacking.extend(self.exchange(&peer, &mine.to_list()).await);
                 }
                 Ok(_) => {}
                 Err(e) => tracing::debug!(%peer, error = %e, "anti-entropy digest failed"),
@@ -1451,7 +1416,7 @@ impl Shared {
         let Some(lists) = self.version_lists().await else {
             return;
         };
-        for (id, _) in &lists.strays.list {
+        for (id, _) in &lists.strays.map {
             if let Some(entry) = self.shard.get_full(id) {
                 let owners = self.owners(id);
                 self.replicate(&entry, &owners).await;
