@@ -38,6 +38,8 @@ pub(super) struct Members {
     serve: bool,
     seen: HashMap<String, Seen>,
     ring: Ring,
+    /// Each member's share of `ring`, computed once per ring (a walk over every position).
+    shares: Option<Vec<(String, f64)>>,
 }
 
 impl Members {
@@ -52,6 +54,7 @@ impl Members {
             serve,
             seen: HashMap::new(),
             ring,
+            shares: None,
         }
     }
 
@@ -110,6 +113,9 @@ impl Members {
             self.seen.remove(&p);
             changed |= self.ring.remove(&p);
         }
+        if changed {
+            self.shares = None;
+        }
         changed
     }
 
@@ -118,11 +124,15 @@ impl Members {
             .seen
             .get(peer)
             .is_some_and(|s| s.suspected_ms.is_none());
-        if live {
+        let changed = if live {
             self.ring.add(peer)
         } else {
             self.ring.remove(peer)
+        };
+        if changed {
+            self.shares = None;
         }
+        changed
     }
 
     /// Does this node serve memory?
@@ -132,14 +142,17 @@ impl Members {
 
     /// The members of the view with their share of the ring as primary owner and the memories
     /// each said it holds (this node's own count is the caller's), members sorted.
-    pub(super) fn view(&self) -> Vec<(String, f64, Option<u64>)> {
-        self.ring
-            .shares()
-            .into_iter()
-            .map(|(m, share)| {
-                let held = self.seen.get(m).and_then(|s| s.held);
-                (m.to_owned(), share, held)
-            })
+    pub(super) fn view(&mut self) -> Vec<(String, f64, Option<u64>)> {
+        let ring = &self.ring;
+        let shares = self.shares.get_or_insert_with(|| {
+            ring.shares()
+                .into_iter()
+                .map(|(m, share)| (m.to_owned(), share))
+                .collect()
+        });
+        shares
+            .iter()
+            .map(|(m, share)| (m.clone(), *share, self.seen.get(m).and_then(|s| s.held)))
             .collect()
     }
 
@@ -183,6 +196,13 @@ mod tests {
         assert_eq!((view[0].0.as_str(), view[0].2), ("a", Some(7)));
         assert_eq!((view[1].0.as_str(), view[1].2), ("me", None));
         assert!((view[0].1 + view[1].1 - 1.0).abs() < 1e-9);
+        // the cached shares follow the ring
+        assert!(m.heard("c", 3_003, None));
+        let view = m.view();
+        assert_eq!(view.len(), 3);
+        assert!((view.iter().map(|v| v.1).sum::<f64>() - 1.0).abs() < 1e-9);
+        assert!(m.suspect("c", 3_004));
+        assert_eq!(m.view().len(), 2);
         let mut n = Members::new("me", false);
         assert_eq!(n.len(), 0);
         assert!(n.heard("a", 1, None));

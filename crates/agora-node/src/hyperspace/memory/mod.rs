@@ -592,7 +592,7 @@ impl Shared {
     }
 
     fn status(&self) -> Value {
-        let members = self.lock_members();
+        let mut members = self.lock_members();
         let counters = self
             .counters
             .lock()
