@@ -95,6 +95,30 @@ async fn alice_and_bob(a: &Node, b: &Node, within: Duration) -> (Agent, Agent) {
     (alice, bob)
 }
 
+/// Node `a` with `[agh.nats] url` and `settings` (TOML lines; relative paths from `dir`) in its
+/// configuration file, node `b` with the same settings in the environment (`env`, beside
+/// `AGORA_AGH_NATS_URL`).
+fn from_config_and_from_env(
+    dir: &std::path::Path,
+    url: &str,
+    settings: &str,
+    env: &[(&str, &str)],
+) -> (Node, Node) {
+    let config = dir.join("a.toml");
+    std::fs::write(&config, format!("[agh.nats]\nurl = \"{url}\"\n{settings}")).unwrap();
+    let a = spawn_node_env(
+        &dir.join("a"),
+        &[],
+        1,
+        &["--config", config.to_str().unwrap()],
+        &[],
+    );
+    let mut with_url = vec![("AGORA_AGH_NATS_URL", url)];
+    with_url.extend_from_slice(env);
+    let b = spawn_node_env(&dir.join("b"), &[], 1, &[], &with_url);
+    (a, b)
+}
+
 /// Waits until `log` has `n` lines containing `needle`.
 async fn log_lines(log: &Log, needle: &str, n: usize, within: Duration) -> bool {
     eventually(within, async || (log.count(&[needle]) >= n).then_some(()))
@@ -418,31 +442,11 @@ async fn an_nkey_seed_file_authenticates_the_bridge() {
     let seed = dir.path().join("agora.nk");
     std::fs::write(&seed, user.seed().unwrap()).unwrap();
     // Node a names the seed file in its configuration, node b in the environment.
-    let config = dir.path().join("a.toml");
-    std::fs::write(
-        &config,
-        format!(
-            "[agh.nats]\nurl = \"{}\"\nnkey_seed_file = \"agora.nk\"\n",
-            nats.server.url
-        ),
-    )
-    .unwrap();
-    let a = spawn_node_env(
-        &dir.path().join("a"),
-        &[],
-        1,
-        &["--config", config.to_str().unwrap()],
-        &[],
-    );
-    let b = spawn_node_env(
-        &dir.path().join("b"),
-        &[],
-        1,
-        &[],
-        &[
-            ("AGORA_AGH_NATS_URL", nats.server.url.as_str()),
-            ("AGORA_AGH_NATS_NKEY_SEED_FILE", seed.to_str().unwrap()),
-        ],
+    let (a, b) = from_config_and_from_env(
+        dir.path(),
+        &nats.server.url,
+        "nkey_seed_file = \"agora.nk\"\n",
+        &[("AGORA_AGH_NATS_NKEY_SEED_FILE", seed.to_str().unwrap())],
     );
     let (mut alice, mut bob) = alice_and_bob(&a, &b, Duration::from_secs(10)).await;
     assert!(
@@ -492,31 +496,11 @@ async fn a_creds_file_authenticates_the_bridge() {
     .unwrap();
     // Node a names the creds file in its configuration, node b in the environment; node c has
     // no credentials and is refused.
-    let config = dir.path().join("a.toml");
-    std::fs::write(
-        &config,
-        format!(
-            "[agh.nats]\nurl = \"{}\"\ncreds_file = \"agora.creds\"\n",
-            nats.server.url
-        ),
-    )
-    .unwrap();
-    let a = spawn_node_env(
-        &dir.path().join("a"),
-        &[],
-        1,
-        &["--config", config.to_str().unwrap()],
-        &[],
-    );
-    let b = spawn_node_env(
-        &dir.path().join("b"),
-        &[],
-        1,
-        &[],
-        &[
-            ("AGORA_AGH_NATS_URL", nats.server.url.as_str()),
-            ("AGORA_AGH_NATS_CREDS_FILE", creds.to_str().unwrap()),
-        ],
+    let (a, b) = from_config_and_from_env(
+        dir.path(),
+        &nats.server.url,
+        "creds_file = \"agora.creds\"\n",
+        &[("AGORA_AGH_NATS_CREDS_FILE", creds.to_str().unwrap())],
     );
     let (_c, c_log) = spawn_node_logged_env(
         &dir.path().join("c"),
@@ -591,29 +575,11 @@ async fn a_client_certificate_passes_a_server_that_verifies_clients() {
     };
     let url = nats.server.url.as_str();
     // Node a names its certificate in its configuration, node b in the environment.
-    let config = dir.path().join("a.toml");
-    std::fs::write(
-        &config,
-        format!(
-            "[agh.nats]\nurl = \"{url}\"\nca_file = \"ca.pem\"\ncert_file = \"client.pem\"\n\
-             key_file = \"client-key.pem\"\n"
-        ),
-    )
-    .unwrap();
-    let a = spawn_node_env(
-        &dir.path().join("a"),
-        &[],
-        1,
-        &["--config", config.to_str().unwrap()],
-        &[],
-    );
-    let b = spawn_node_env(
-        &dir.path().join("b"),
-        &[],
-        1,
-        &[],
+    let (a, b) = from_config_and_from_env(
+        dir.path(),
+        url,
+        "ca_file = \"ca.pem\"\ncert_file = \"client.pem\"\nkey_file = \"client-key.pem\"\n",
         &[
-            ("AGORA_AGH_NATS_URL", url),
             ("AGORA_AGH_NATS_CA_FILE", ca_file.to_str().unwrap()),
             ("AGORA_AGH_NATS_CERT_FILE", client_cert.to_str().unwrap()),
             ("AGORA_AGH_NATS_KEY_FILE", client_key.to_str().unwrap()),

@@ -625,3 +625,26 @@ impl Service {
             .map_err(|e| RpcError::internal_error().with_message(format!("storage: {e}")))
     }
 }
+
+/// Leaves the `n` smallest of `items`, sorted (a status listing's first entries): a selection
+/// in linear time, then a sort of those `n` only.
+pub(crate) fn first_sorted<T: Ord>(items: &mut Vec<T>, n: usize) {
+    if items.len() > n {
+        items.select_nth_unstable(n);
+        items.truncate(n);
+    }
+    items.sort_unstable();
+}
+
+#[cfg(test)]
+mod first_sorted_tests {
+    #[test]
+    fn keeps_the_smallest_in_order() {
+        let mut v = vec![9, 3, 7, 1, 8, 2];
+        super::first_sorted(&mut v, 3);
+        assert_eq!(v, [1, 2, 3]);
+        let mut w = vec![5, 4];
+        super::first_sorted(&mut w, 3);
+        assert_eq!(w, [4, 5]);
+    }
+}

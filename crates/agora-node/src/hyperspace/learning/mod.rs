@@ -344,7 +344,7 @@ impl Shared {
         // (a session's name stays private), its scope, size and version; one being changed now
         // is shown without its size.
         let mut keys: Vec<&String> = books.keys().collect();
-        keys.sort_unstable();
+        crate::hyperspace::first_sorted(&mut keys, STATUS_LIST);
         let listed: Vec<Value> = keys
             .into_iter()
             .take(STATUS_LIST)

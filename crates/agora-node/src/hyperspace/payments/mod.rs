@@ -525,8 +525,12 @@ impl Shared {
         // changed now is left out of the list).
         let (channels, open): (usize, Vec<Value>) =
             self.channels.lock().map_or((0, Vec::new()), |c| {
-                let mut ids: Vec<&String> = c.keys().collect();
-                ids.sort_unstable();
+                let mut ids: Vec<&String> = c
+                    .iter()
+                    .filter(|(_, h)| h.try_lock().is_ok_and(|h| h.channel.status == Status::Open))
+                    .map(|(id, _)| id)
+                    .collect();
+                crate::hyperspace::first_sorted(&mut ids, STATUS_LIST);
                 let open = ids
                     .into_iter()
                     .filter_map(|id| {
