@@ -39,10 +39,10 @@ use agora_agtp::rank::Weights;
 use agora_agtp::ratelimit::RateConfig;
 use agora_agtp::refresh::RefreshConfig;
 use agora_agtp::signature::verify_result_with;
-use agora_node::agtp::ans::{self, Ans, AnsHandler, Settings};
-use agora_node::agtp::client::{Connection, Transport};
-use agora_node::agtp::listener::{self, ListenerConfig};
-use agora_node::agtp::tls;
+use agora_node::ans::{self, Ans, AnsHandler, Settings};
+use agora_node::faces::agtp::client::{Connection, Transport};
+use agora_node::faces::agtp::listener::{self, ListenerConfig};
+use agora_node::faces::agtp::tls;
 use agora_node::store::Store;
 use serde_json::json;
 

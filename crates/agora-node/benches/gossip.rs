@@ -98,7 +98,7 @@ struct Opts {
     timeline: bool,
     rounds: usize,
     /// The Agora nodes' connection manager watermarks (the node's `--peers-low/--peers-high`).
-    peers: agora_node::connmgr::Limits,
+    peers: mesh::connmgr::Limits,
 }
 
 fn opts() -> Opts {
@@ -184,7 +184,7 @@ async fn start_agora(
     n: usize,
     topo: &[Vec<usize>],
     deliveries: &Recorder,
-    limits: agora_node::connmgr::Limits,
+    limits: mesh::connmgr::Limits,
 ) -> AgoraNet {
     let mut nodes = Vec::with_capacity(n);
     let mut addrs: Vec<Multiaddr> = Vec::with_capacity(n);

@@ -86,10 +86,11 @@ use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use agora_node::connmgr::Limits;
+use agora_node::faces::rpc;
 use agora_node::hyperspace::{self, Input};
+use agora_node::mesh::connmgr::Limits;
 use agora_node::mesh::{self, Command};
-use agora_node::{rpc, store};
+use agora_node::store;
 use common::{
     Args, Net, Rng, RunOpts, SEED, cpu_time, envelope, keypair, latencies, ms, open_fds,
     percentile, proc_status_kb, publish_and_collect, recorder, signing_keys, spread, start_bare,

@@ -12,8 +12,8 @@ use std::time::Duration;
 use libp2p::Multiaddr;
 use serde::Deserialize;
 
-use crate::connmgr::Limits;
-use crate::serve;
+use crate::faces::serve;
+use crate::mesh::connmgr::Limits;
 
 /// Default data directory.
 pub const DEFAULT_DATA_DIR: &str = "agora-data";
@@ -438,7 +438,7 @@ pub struct PeerConfig {
 }
 
 /// `[agh.nats]` settings: the servers of one NATS cluster, at most one authentication method,
-/// TLS. See `crate::nats`.
+/// TLS. See `crate::faces::nats`.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct NatsConfig {
     /// Server URLs (`url` or `servers`, `AGORA_AGH_NATS_URL` comma-separated), e.g.
@@ -474,7 +474,7 @@ impl NatsConfig {
             ));
         }
         for url in &self.servers {
-            crate::nats::server_addr(url)
+            crate::faces::nats::server_addr(url)
                 .map_err(|e| invalid("agh.nats.servers", &format!("{url:?}: {e}")))?;
         }
         if self.user.is_some() != self.password.is_some() {
@@ -617,12 +617,12 @@ impl Default for Config {
             allowed_origins: Vec::new(),
             allowed_hosts: Vec::new(),
             public_reads: false,
-            rpc_conn_rate: crate::rpc::CONN_RATE,
-            rpc_key_rate: crate::rpc::KEY_RATE,
-            rpc_conn_frames: crate::rpc::CONN_FRAMES,
-            rpc_conn_bytes: crate::rpc::CONN_BYTES,
-            rpc_total_bytes: crate::rpc::TOTAL_BYTES,
-            rpc_write_timeout: crate::rpc::WRITE_TIMEOUT,
+            rpc_conn_rate: crate::faces::rpc::CONN_RATE,
+            rpc_key_rate: crate::faces::rpc::KEY_RATE,
+            rpc_conn_frames: crate::faces::rpc::CONN_FRAMES,
+            rpc_conn_bytes: crate::faces::rpc::CONN_BYTES,
+            rpc_total_bytes: crate::faces::rpc::TOTAL_BYTES,
+            rpc_write_timeout: crate::faces::rpc::WRITE_TIMEOUT,
             rpc_guard_workers: crate::hyperspace::LongCallSettings::default().workers,
             rpc_guard_budget: crate::hyperspace::LongCallSettings::default().budget,
             memory: MemoryConfig::default(),
@@ -1228,7 +1228,7 @@ impl Config {
             ),
         ] {
             if let Some(v) = value {
-                if v < crate::rpc::MAX_MESSAGE_BYTES {
+                if v < crate::faces::rpc::MAX_MESSAGE_BYTES {
                     return Err(invalid(
                         key,
                         "must be at least 1048576 bytes (one message of the largest size)",
@@ -2105,7 +2105,7 @@ mod tests {
     #[test]
     fn json_rpc_flow_limits_layer_and_are_checked() {
         let mut c = Config::default();
-        assert_eq!(c.rpc_conn_frames, crate::rpc::CONN_FRAMES);
+        assert_eq!(c.rpc_conn_frames, crate::faces::rpc::CONN_FRAMES);
         c.apply_file(
             "[rpc]\nconn_frames = 8\nconn_bytes = 2097152\nwrite_timeout_secs = 5",
             Path::new("agora.toml"),

@@ -5,44 +5,35 @@
 //! prints one `listening on <face> <addr>` line per listener on stdout, and returns after a
 //! graceful shutdown (SIGINT or SIGTERM).
 //!
-//! | module | owns |
-//! |---|---|
-//! | [`config`] | defaults, `agora.toml`, `AGORA_*` variables, flags |
-//! | [`keys`] | the node's Ed25519 identity file |
-//! | [`store`] | the redb database and its single writer thread |
-//! | [`mesh`] | the libp2p swarm task |
-//! | [`agh`] | the AGH service task (router, presence, lifecycle, delivery) |
-//! | [`agtp`] | the AGTP face: the Agent Name Service, its listener, TLS and client |
-//! | [`hyperspace`] | the Hyperspace service task (primitives, capability cards, discovery, invocation) |
-//! | [`nats`] | the AGH bridge to NATS (over `async-nats`) |
-//! | [`frames`], [`topics`], [`pings`], [`gated`], [`connmgr`] | the mesh's parts: gossipsub's inbound reader, the topic budget, ping that keeps answering, wake-gated handlers, the connection manager |
-//! | [`rpc`] | the JSON-RPC 2.0 WebSocket face |
-//! | [`server`] | the AGH WebSocket face and the HTTP API |
-//! | [`serve`] | the serving layer in front of the three axum faces: connection limits, timeouts, Host, Origin and API key checks |
+//! | layer | module | owns |
+//! |---|---|---|
+//! | mesh | [`mesh`] | the libp2p swarm and its task; its parts as files: `swarm` (building it), `join` (bootstrap with backoff), `codec` (request-response bytes), [`mesh::frames`] (gossipsub's inbound reader), [`mesh::gated`] (wake-gated handlers), [`mesh::pings`], [`mesh::connmgr`] (the connection manager), [`mesh::muxer`] (splitting large RPCs), [`mesh::topics`] (the topic budget) |
+//! | faces | [`faces`] | how agents, tools and operators reach the node: the serving layer, the AGH WebSocket, the HTTP API (dashboard, `/metrics`), JSON-RPC, the AGTP listener, TLS and client, the NATS bridge |
+//! | services | [`agh`] | the AGH service task (router, presence, lifecycle, delivery) |
+//! | | [`ans`] | the Agent Name Service (DISCOVER, DESCRIBE, lifecycle, index, refresh, federation) |
+//! | | [`hyperspace`] | the Hyperspace service task and one folder per primitive task (memory, learning, improving, payments) |
+//! | | [`call`] | a JSON-RPC call as a face hands it to a service |
+//! | infrastructure | [`config`] | defaults, `agora.toml`, `AGORA_*` variables, flags |
+//! | | [`clock`] | the wall clock the services read for protocol timestamps |
+//! | | [`keys`] | the node's Ed25519 identity file |
+//! | | [`store`] | the redb database and its single writer thread |
+//! | | [`telemetry`] | the metrics registry and the recent connection events |
 //!
 //! The mesh reports to one router task ([`route_mesh_events`]) that hands Hyperspace traffic
 //! (its gossip topics, `/agora/hyperspace/1.0.0` requests, DHT records offered to us, subscriptions
 //! to capabilities topics) to the Hyperspace service and everything else to the AGH service.
 
 pub mod agh;
-pub mod agtp;
+pub mod ans;
+pub mod call;
+pub mod clock;
 pub mod config;
-pub mod connmgr;
-pub mod dashboard;
-pub mod frames;
-pub mod gated;
+pub mod faces;
 pub mod hyperspace;
 pub mod keys;
 pub mod mesh;
-pub mod muxer;
-pub mod nats;
-pub mod pings;
-pub mod rpc;
-pub mod serve;
-pub mod server;
 pub mod store;
 pub mod telemetry;
-pub mod topics;
 
 use std::collections::HashMap;
 use std::io::Write;
@@ -73,7 +64,7 @@ pub enum NodeError {
     Mesh(#[from] mesh::MeshError),
     /// The NATS bridge cannot be set up from its configuration.
     #[error("agh.nats: {0}")]
-    Nats(#[from] nats::NatsError),
+    Nats(#[from] faces::nats::NatsError),
     /// The AGTP face could not be set up (keys, certificate, peers, index).
     #[error("agtp: {0}")]
     Agtp(String),
@@ -153,7 +144,7 @@ pub async fn run_until(
                 hyperspace::TOPIC_PREFIX.to_owned(),
                 Arc::new(hyperspace::GossipGate::new()),
             )],
-            budget: topics::Budget::default(),
+            budget: mesh::topics::Budget::default(),
             telemetry: Arc::clone(&telemetry),
         },
     )?;
@@ -169,7 +160,7 @@ pub async fn run_until(
     let agtp_listener = bind("agtp", config.agtp_listen).await?;
     let agtp_face = {
         let (c, s) = (config.clone(), store.clone());
-        tokio::task::spawn_blocking(move || agtp::prepare(&c, s))
+        tokio::task::spawn_blocking(move || faces::agtp::prepare(&c, s))
             .await
             .map_err(|e| NodeError::Agtp(e.to_string()))?
             .map_err(NodeError::Agtp)?
@@ -182,7 +173,7 @@ pub async fn run_until(
         records: read_store(&store, store::Store::hs_records).await?,
     };
     hyperspace::restore_tokens(&tokens, &restored.snapshots);
-    let links = rpc::Links::default();
+    let links = faces::rpc::Links::default();
     let payments = {
         let d = hyperspace::payments::PaymentSettings::default();
         let settings = hyperspace::payments::PaymentSettings {
@@ -364,7 +355,7 @@ pub async fn run_until(
             }
         }
     });
-    let (calls_tx, mut calls_rx) = mpsc::channel::<rpc::Call>(4096);
+    let (calls_tx, mut calls_rx) = mpsc::channel::<call::Call>(4096);
     let (hs_calls, mem_calls, learn_calls, imp_calls, pay_calls) = (
         hs_tx.clone(),
         mem_tx.clone(),
@@ -409,9 +400,9 @@ pub async fn run_until(
     let mesh_task = tokio::spawn(mesh::run(mesh, mesh_rx, events_tx));
     let nats = match &config.agh.nats {
         Some(n) => {
-            let bridge = nats::Bridge::connect(n).await?;
-            let (cmd_tx, cmd_rx) = mpsc::channel(nats::QUEUE);
-            let (msg_tx, msg_rx) = mpsc::channel(nats::QUEUE);
+            let bridge = faces::nats::Bridge::connect(n).await?;
+            let (cmd_tx, cmd_rx) = mpsc::channel(faces::nats::QUEUE);
+            let (msg_tx, msg_rx) = mpsc::channel(faces::nats::QUEUE);
             tokio::spawn(bridge.run(cmd_rx, msg_tx));
             Some((cmd_tx, msg_rx))
         }
@@ -471,7 +462,7 @@ pub async fn run_until(
         startup_ms = started.elapsed().as_secs_f64() * 1e3,
         "node started"
     );
-    let state = server::AppState {
+    let state = faces::state::AppState {
         agh: agh_tx,
         mesh: mesh_tx,
         hyperspace: hs_tx,
@@ -482,15 +473,15 @@ pub async fn run_until(
         conn_ids: Arc::new(AtomicU64::new(1)),
         started,
         faces: Arc::new(faces),
-        ping_every: serve::ws_ping_interval(config.faces.ws_idle_timeout),
+        ping_every: faces::serve::ws_ping_interval(config.faces.ws_idle_timeout),
         telemetry: Arc::clone(&telemetry),
         ans: Arc::clone(&agtp_face.ans),
         data_dir: config.data.display().to_string().into(),
-        snapshot: dashboard::Cache::default(),
+        snapshot: faces::http::dashboard::Cache::default(),
     };
 
     let (stop_tx, _) = tokio::sync::broadcast::channel::<()>(1);
-    let access = serve::Access {
+    let access = faces::serve::Access {
         api_key: config.api_key.as_deref().map(Into::into),
         public_paths: &[],
         allowed_origins: config.allowed_origins.clone().into(),
@@ -511,36 +502,36 @@ pub async fn run_until(
                 }
             },
         ));
-        let face = serve::Face {
+        let face = faces::serve::Face {
             name,
             router,
             limits: config.faces,
             access,
         };
-        tokio::spawn(serve::serve(listener, face, async move {
+        tokio::spawn(faces::serve::serve(listener, face, async move {
             let _ = stop.recv().await;
         }))
     };
     let agh_server = serve(
         agh_listener,
         "agh",
-        server::agh_face(state.clone()),
+        faces::agh_ws::agh_face(state.clone()),
         access.clone(),
     );
     let http_server = serve(
         http_listener,
         "http",
-        server::http_face(state.clone()),
-        serve::Access {
+        faces::http::http_face(state.clone()),
+        faces::serve::Access {
             public_paths: if config.public_reads {
-                server::READ_ONLY_PATHS
+                faces::http::READ_ONLY_PATHS
             } else {
-                server::ASSET_PATHS
+                faces::http::ASSET_PATHS
             },
             ..access.clone()
         },
     );
-    let mut rpc_state = rpc::RpcState::new(
+    let mut rpc_state = faces::rpc::RpcState::new(
         calls_tx,
         config.api_key.clone(),
         rpc_addr.ip().is_loopback(),
@@ -554,14 +545,14 @@ pub async fn run_until(
     rpc_state.conn_bytes = config.rpc_conn_bytes;
     rpc_state.total_bytes = config.rpc_total_bytes;
     rpc_state.write_timeout = config.rpc_write_timeout;
-    rpc_state.ping_every = serve::ws_ping_interval(config.faces.ws_idle_timeout);
+    rpc_state.ping_every = faces::serve::ws_ping_interval(config.faces.ws_idle_timeout);
     rpc_state.telemetry = Some(Arc::clone(&telemetry));
     // The JSON-RPC face checks its credentials itself (the API key or a session token).
     let rpc_server = serve(
         rpc_listener,
         "rpc",
-        rpc::face(rpc_state),
-        serve::Access {
+        faces::rpc::face(rpc_state),
+        faces::serve::Access {
             api_key: None,
             ..access
         },
@@ -569,15 +560,15 @@ pub async fn run_until(
     let refresh_task = tokio::spawn(Arc::clone(&agtp_face.ans).run_refresh());
     let agtp_server = {
         let mut stop = stop_tx.subscribe();
-        tokio::spawn(agtp::listener::serve(
+        tokio::spawn(faces::agtp::listener::serve(
             agtp_listener,
-            agtp::listener::ListenerConfig {
+            faces::agtp::listener::ListenerConfig {
                 tls: agtp_face.tls,
                 server_id: agtp_face.ans.name().to_owned(),
-                ..agtp::listener::ListenerConfig::default()
+                ..faces::agtp::listener::ListenerConfig::default()
             },
-            Arc::new(telemetry::CountedAgtp(
-                agtp::ans::AnsHandler(Arc::clone(&agtp_face.ans)),
+            Arc::new(faces::agtp::listener::CountedAgtp(
+                ans::AnsHandler(Arc::clone(&agtp_face.ans)),
                 Arc::clone(&telemetry),
             )),
             async move {

@@ -46,7 +46,7 @@ pub const TOPIC_FAMILIES: [&str; 9] = [
 pub fn topic_family(topic: &str) -> &'static str {
     let rest = topic.strip_prefix("hyperspace/");
     match rest {
-        None if topic.starts_with(crate::topics::AGH_PREFIX) => "agh",
+        None if topic.starts_with(crate::mesh::topics::AGH_PREFIX) => "agh",
         None => "other",
         Some(r) if r.starts_with("capabilities/") => "capabilities",
         Some(r) if r.starts_with("tasks/") => "tasks",
@@ -434,33 +434,6 @@ impl Telemetry {
                     .get()
             })
             .sum()
-    }
-}
-
-/// An AGTP handler whose requests are counted.
-pub struct CountedAgtp<H>(pub H, pub std::sync::Arc<Telemetry>);
-
-impl<H> std::fmt::Debug for CountedAgtp<H> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("CountedAgtp").finish_non_exhaustive()
-    }
-}
-
-impl<H: crate::agtp::listener::Handler> crate::agtp::listener::Handler for CountedAgtp<H> {
-    fn handle(
-        &self,
-        request: agora_agtp::codec::Request,
-        remote: std::net::SocketAddr,
-    ) -> impl Future<Output = agora_agtp::codec::Response> + Send {
-        let method = request.method.clone();
-        let started = Instant::now();
-        let telemetry = std::sync::Arc::clone(&self.1);
-        let answer = self.0.handle(request, remote);
-        async move {
-            let response = answer.await;
-            telemetry.agtp_request(&method, response.status.0, started.elapsed());
-            response
-        }
     }
 }
 

@@ -29,9 +29,9 @@ use agora_agtp::codec::{Request, Response};
 use agora_agtp::governance;
 use agora_agtp::manifest::Transition;
 use agora_agtp::signature::{AnsSignature, AnsVerifyingKey, verify_result_with};
-use agora_node::agtp::ans;
-use agora_node::agtp::client::{ClientError, Connection, Transport, split_host_port};
-use agora_node::agtp::tls::Roots;
+use agora_node::ans;
+use agora_node::faces::agtp::client::{ClientError, Connection, Transport, split_host_port};
+use agora_node::faces::agtp::tls::Roots;
 use clap::{Args, Subcommand, ValueEnum};
 use serde_json::{Map, Value, json};
 

@@ -18,10 +18,10 @@ use agora_agtp::codec::{Request, Response};
 use agora_agtp::manifest::Transition;
 use agora_agtp::signature::{AnsSigningKey, AnsVerifyingKey, verify_result_with};
 use agora_agtp::{AgtpError, Status};
-use agora_node::agtp::ans;
-use agora_node::agtp::client::{self, Transport};
-use agora_node::agtp::listener::Handler;
-use agora_node::agtp::tls::{self, Roots};
+use agora_node::ans;
+use agora_node::faces::agtp::client::{self, Transport};
+use agora_node::faces::agtp::listener::Handler;
+use agora_node::faces::agtp::tls::{self, Roots};
 use serde_json::{Value, json};
 use support::{Node, eventually, spawn_node};
 

@@ -15,7 +15,7 @@ use std::time::Duration;
 use agora_agtp::codec::{Limits, Request, Response, decode_request};
 use agora_agtp::signature::{AnsVerifyingKey, verify_result_with};
 use agora_agtp::{Status, jcs};
-use agora_node::agtp::client::{self, Transport};
+use agora_node::faces::agtp::client::{self, Transport};
 use serde_json::{Value, json};
 use support::{Node, spawn_node};
 
@@ -158,8 +158,7 @@ fn keygen_writes_a_private_and_a_public_jwk() {
         assert_eq!(mode, 0o600, "{mode:o}");
     }
     AnsVerifyingKey::from_jwk(&public).unwrap();
-    agora_node::agtp::ans::signing_key_from_jwk(&std::fs::read_to_string(&private).unwrap())
-        .unwrap();
+    agora_node::ans::signing_key_from_jwk(&std::fs::read_to_string(&private).unwrap()).unwrap();
 
     // No overwriting without --force; the files stay as they were.
     let err = fails(&["ans", "keygen", "--out", path(&private)], 2);

@@ -26,8 +26,8 @@ use agora_agtp::codec::{Limits, Request, Response, decode_request, decode_respon
 use agora_agtp::manifest::Transition;
 use agora_agtp::signature::{AnsSigningKey, AnsVerifyingKey, verify_result_with};
 use agora_agtp::{AgtpError, Status};
-use agora_node::agtp::client::{self, Transport};
-use agora_node::agtp::listener::Handler;
+use agora_node::faces::agtp::client::{self, Transport};
+use agora_node::faces::agtp::listener::Handler;
 use serde_json::{Value, json};
 use support::{Log, Node, agtp_governance_key, agtp_lifecycle_request, eventually};
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};

@@ -22,8 +22,8 @@ use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use agora_agtp::manifest::Transition;
-use agora_node::agtp::client::{self, Transport};
-use agora_node::agtp::tls::Roots;
+use agora_node::faces::agtp::client::{self, Transport};
+use agora_node::faces::agtp::tls::Roots;
 use fantoccini::{Client, ClientBuilder, Locator};
 use nix::sys::signal::{Signal, killpg};
 use nix::unistd::Pid;

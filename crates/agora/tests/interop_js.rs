@@ -440,7 +440,7 @@ async fn capability_cards_cross_both_ways() {
 
 /// A js node that runs no ping service still answers nothing to Agora's ping, but its connection
 /// monitor pings Agora (here every 300 ms instead of every 10 s): Agora keeps answering, so the
-/// connection stays up (`agora_node::pings`).
+/// connection stays up (`agora_node::mesh::pings`).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_js_peer_without_ping_stays_connected() {
     if !js_available() {

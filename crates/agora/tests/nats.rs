@@ -371,7 +371,7 @@ async fn the_bridge_survives_losing_its_server_in_a_cluster() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_tls_server_is_reached_with_its_ca_file_only() {
-    use agora_node::agtp::tls;
+    use agora_node::faces::agtp::tls;
     let dir = tempfile::tempdir().unwrap();
     // A self-signed certificate for 127.0.0.1 (the one the AGTP face would generate).
     let certs = dir.path().join("certs");

@@ -637,7 +637,7 @@ pub(crate) async fn publish_and_collect(
 /// How long an Agora node keeps the connections its Kademlia bootstrap opened before trimming
 /// them (the default connection manager's grace period).
 pub(crate) fn agora_transient_idle() -> Duration {
-    agora_node::connmgr::Limits::default().grace
+    mesh::connmgr::Limits::default().grace
 }
 
 /// Node `i`'s mesh settings as the node sets them (heartbeat 500 ms, `limits`, the node's
@@ -646,7 +646,7 @@ pub(crate) fn agora_transient_idle() -> Duration {
 pub(crate) fn agora_mesh_config(
     i: usize,
     bootstrap: Vec<Multiaddr>,
-    limits: agora_node::connmgr::Limits,
+    limits: mesh::connmgr::Limits,
     deliveries: &Recorder,
 ) -> mesh::MeshConfig {
     mesh::MeshConfig {
@@ -662,7 +662,7 @@ pub(crate) fn agora_mesh_config(
                 deliveries: deliveries.clone(),
             }),
         )],
-        budget: agora_node::topics::Budget::default(),
+        budget: mesh::topics::Budget::default(),
         telemetry: Arc::default(),
     }
 }
@@ -696,7 +696,7 @@ impl<X> AgoraNet<X> {
 
 impl<X> Net for AgoraNet<X> {
     fn transient_idle(&self) -> Duration {
-        agora_node::connmgr::Limits::default().grace
+        mesh::connmgr::Limits::default().grace
     }
 
     async fn publish(&self, from: usize, topic: &str, data: Vec<u8>) {

@@ -49,7 +49,7 @@ pub struct HeldRecord {
 /// put a DHT query and 20 stores) kept both cores busy for minutes.
 pub(super) fn refresh_ms(peer_id: &str) -> u64 {
     let every = std::time::Duration::from_millis(RECORD_REFRESH_MS);
-    u64::try_from(crate::topics::spread(peer_id, "card-record", every).as_millis())
+    u64::try_from(mesh::topics::spread(peer_id, "card-record", every).as_millis())
         .unwrap_or(RECORD_REFRESH_MS)
 }
 

@@ -21,8 +21,8 @@ use serde_json::Value;
 use tokio::sync::{mpsc, oneshot};
 
 use super::{Input, Service, now_ms, random_hex};
+use crate::call::Call;
 use crate::mesh;
-use crate::rpc::Call;
 
 /// How long a DHT query may take.
 const DHT_WAIT: Duration = Duration::from_secs(3);

@@ -180,10 +180,10 @@ impl LongCalls {
 pub(super) fn spawn_call<F, Fut>(
     in_flight: &Arc<Semaphore>,
     what: &str,
-    call: crate::rpc::Call,
+    call: crate::call::Call,
     run: F,
 ) where
-    F: FnOnce(crate::rpc::Principal, String, Value) -> Fut + Send + 'static,
+    F: FnOnce(crate::call::Principal, String, Value) -> Fut + Send + 'static,
     Fut: Future<Output = Result<Value, RpcError>> + Send + 'static,
 {
     let Ok(permit) = Arc::clone(in_flight).try_acquire_owned() else {
@@ -195,7 +195,7 @@ pub(super) fn spawn_call<F, Fut>(
                 ))));
         return;
     };
-    let crate::rpc::Call {
+    let crate::call::Call {
         principal,
         request,
         reply,

@@ -2,7 +2,7 @@
 //! call reaches that agent wherever it is in the mesh.
 //!
 //! - **Local tool**: the call goes to the provider as a JSON-RPC request `tool.invoke
-//!   {toolId, params, sessionId}` on its WebSocket ([`crate::rpc::Links`]).
+//!   {toolId, params, sessionId}` on its WebSocket ([`crate::faces::rpc::Links`]).
 //! - **Remote tool** (advertised by a live card): the call goes to that node by request-response
 //!   (`/agora/hyperspace/1.0.0`, `{"op":"invoke",…}`), which hands it to its provider the same
 //!   way and answers `{"result":…}` or `{"error":…}`; the provider's error reaches the caller
@@ -28,8 +28,9 @@ use serde_json::{Value, json};
 use tokio::sync::{mpsc, oneshot};
 
 use super::{INVOKE_TIMEOUT, Input, Service, now_ms};
+use crate::call::Call;
+use crate::faces::rpc::Links;
 use crate::mesh;
-use crate::rpc::{Call, Links};
 
 /// Of a remote caller's [`INVOKE_TIMEOUT`], the share kept for the way between the nodes: the
 /// serving node gives its provider the rest.
@@ -50,7 +51,7 @@ async fn charge(
     params: &InvokeParams,
     price: agora_hyperspace::payments::Price,
     payee: &str,
-    principal: crate::rpc::Principal,
+    principal: crate::call::Principal,
     from: Option<String>,
 ) -> Result<Value, RpcError> {
     let (reply, answer) = oneshot::channel();
@@ -292,7 +293,7 @@ impl Service {
                 let me = self.peer_id.clone();
                 tokio::spawn(async move {
                     if let Some(price) = price {
-                        let principal = crate::rpc::Principal::ApiKey;
+                        let principal = crate::call::Principal::ApiKey;
                         let from = Some(peer.to_string());
                         if let Err(e) =
                             charge(&payments, &params, price, &me, principal, from).await

@@ -45,7 +45,7 @@ pub mod payments;
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use agora_hyperspace::announce::CardPublisher;
 use agora_hyperspace::guard::{self as hs_guard, Budget, Caller, Guard};
@@ -60,8 +60,9 @@ use libp2p::request_response::ResponseChannel;
 use serde_json::Value;
 use tokio::sync::mpsc;
 
+use crate::call::{Call, Principal};
+use crate::faces::rpc::Links;
 use crate::mesh;
-use crate::rpc::{Call, Links, Principal};
 use crate::store::Store;
 
 pub use cards::HeldRecord;
@@ -72,11 +73,7 @@ pub use guard::LongCallSettings;
 pub const TOPIC_PREFIX: &str = agora_hyperspace::topic::PREFIX;
 
 /// Unix milliseconds now.
-pub fn now_ms() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
-}
+pub use crate::clock::now_ms;
 
 /// A gossip message whose envelope the mesh's [`GossipGate`] verified and deferred to the service
 /// (capabilities, discovery asks); the service judges the content and sends the verdict to the
@@ -186,7 +183,7 @@ struct Service {
     /// When the node's card record was last put into the DHT.
     record_put_ms: u64,
     /// How long an unchanged card record stays before it is re-put: `RECORD_REFRESH_MS`
-    /// stretched by a fraction fixed for this node ([`crate::topics::spread`]), so that nodes
+    /// stretched by a fraction fixed for this node ([`crate::mesh::topics::spread`]), so that nodes
     /// started together do not all re-put at once.
     record_refresh_ms: u64,
     /// When every record (ours and those held) was last re-put because a neighbour arrived.

@@ -679,7 +679,7 @@ pub(crate) fn spawn_node_with_key(dir: &Path) -> Node {
 /// A governance key pair for the Agent Name Service: the public JWK is written to
 /// `<dir>/gov.pub.json` (for `[agtp] governance_keys`); the signing key is returned.
 pub(crate) fn agtp_governance_key(dir: &Path) -> agora_agtp::signature::AnsSigningKey {
-    let key = agora_node::agtp::ans::generate_key(Some("gov-test")).unwrap();
+    let key = agora_node::ans::generate_key(Some("gov-test")).unwrap();
     std::fs::write(
         dir.join("gov.pub.json"),
         key.verifying_key().to_jwk().to_string(),
@@ -705,7 +705,7 @@ pub(crate) fn agtp_lifecycle_request(
         id,
         manifest,
         reason,
-        agora_node::agtp::ans::now_ms(),
+        agora_node::ans::now_ms(),
         &nonce,
         "task-gov",
     );
@@ -717,15 +717,15 @@ pub(crate) fn agtp_lifecycle_request(
 
 /// Serves `handler` as an AGTP host (the node's own listener, default limits) on an ephemeral
 /// loopback port; returns its address and the sender that stops it.
-pub(crate) async fn serve_agtp_host<H: agora_node::agtp::listener::Handler>(
+pub(crate) async fn serve_agtp_host<H: agora_node::faces::agtp::listener::Handler>(
     handler: Arc<H>,
 ) -> (std::net::SocketAddr, tokio::sync::oneshot::Sender<()>) {
     let socket = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = socket.local_addr().unwrap();
     let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
-    tokio::spawn(agora_node::agtp::listener::serve(
+    tokio::spawn(agora_node::faces::agtp::listener::serve(
         socket,
-        agora_node::agtp::listener::ListenerConfig::default(),
+        agora_node::faces::agtp::listener::ListenerConfig::default(),
         handler,
         async move {
             let _ = stop_rx.await;

@@ -67,8 +67,8 @@ use super::guard::{LongCallSettings, LongCalls, spawn_call};
 use super::learning::ChatConfig;
 use super::learning::llm::Chat;
 use super::{now_ms, random_hex};
+use crate::call::Call;
 use crate::mesh;
-use crate::rpc::Call;
 use crate::store::Store;
 
 /// Calls handled at once; beyond, −32003.

@@ -50,7 +50,7 @@ pub use llm::ChatConfig;
 
 use super::guard::{LongCallSettings, LongCalls, spawn_call};
 use super::now_ms;
-use crate::rpc::{Call, Principal};
+use crate::call::{Call, Principal};
 use crate::store::Store;
 
 /// Calls handled at once; beyond, −32003.

@@ -78,8 +78,8 @@ use vault::Vault;
 
 use super::guard::{LongCallSettings, LongCalls, spawn_call};
 use super::{now_ms, random_hex};
+use crate::call::{Call, Principal};
 use crate::mesh;
-use crate::rpc::{Call, Principal};
 use crate::store::Store;
 
 /// The gossip topic of memory synchronisation (spec §2.1).

@@ -53,8 +53,8 @@ use tokio::sync::{Semaphore, mpsc, oneshot};
 
 use super::guard::spawn_call;
 use super::{now_ms, random_hex};
+use crate::call::{Call, Principal};
 use crate::mesh;
-use crate::rpc::{Call, Principal};
 use crate::store::{PayTable, Store};
 
 /// Calls in flight at once; past it −32003.

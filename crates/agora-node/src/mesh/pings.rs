@@ -19,7 +19,7 @@ use libp2p::swarm::{
     SubstreamProtocol,
 };
 
-use crate::gated::{WrapHandler, Wrapped};
+use crate::mesh::gated::{WrapHandler, Wrapped};
 
 type Inner = <ping::Behaviour as NetworkBehaviour>::ConnectionHandler;
 

@@ -27,8 +27,9 @@ use libp2p::gossipsub::MessageAcceptance;
 use serde::Serialize;
 use tokio::sync::{mpsc, oneshot};
 
+use crate::faces::nats;
+use crate::mesh;
 use crate::store::Store;
-use crate::{mesh, nats};
 
 /// Gossip topic prefix of AGH channels.
 pub const TOPIC_PREFIX: &str = "agh/v0/";
@@ -273,11 +274,7 @@ pub struct AghSettings {
 pub const MAX_REPORTED_INTERACTIONS: usize = 100;
 
 /// Unix seconds now.
-pub fn unix_now() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX))
-}
+pub use crate::clock::unix_now;
 
 fn random_ids() -> impl IdSource {
     UuidIds::new(|b: &mut [u8; 16]| {

@@ -74,6 +74,8 @@ use serde::de::{Deserializer as _, Error as _, IgnoredAny, SeqAccess, Visitor};
 use serde_json::{Value, json};
 use tokio::sync::{Notify, mpsc, oneshot};
 
+pub use crate::call::{Call, Principal};
+
 /// Largest JSON-RPC message accepted (larger ones close the connection with 1009).
 pub const MAX_MESSAGE_BYTES: usize = 1 << 20;
 /// Default requests per second per connection.
@@ -107,30 +109,6 @@ pub const ERROR_REPLY_FLOOR: usize = 256;
 pub const REPLY_RESERVE: usize = 16 << 10;
 /// How long a closing connection gets to take its close frame.
 const CLOSE_GRACE: Duration = Duration::from_secs(5);
-
-/// Who is calling.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub enum Principal {
-    /// A loopback client without credentials (allowed only when no API key is configured).
-    Local,
-    /// Holder of the API key.
-    ApiKey,
-    /// Holder of a session token: may act on that session only.
-    Session(String),
-}
-
-/// One call for the Hyperspace service.
-#[derive(Debug)]
-pub struct Call {
-    /// Caller.
-    pub principal: Principal,
-    /// The caller's connection (tools registered by it live as long as it does).
-    pub conn: u64,
-    /// The request (the only copy: the face keeps only its id).
-    pub request: Request,
-    /// The outcome.
-    pub reply: oneshot::Sender<Result<Value, RpcError>>,
-}
 
 // ---------------------------------------------------------------------------------------------
 // Flow control
@@ -530,8 +508,8 @@ impl RpcState {
             conn_bytes: CONN_BYTES,
             total_bytes: TOTAL_BYTES,
             write_timeout: WRITE_TIMEOUT,
-            ping_every: crate::serve::ws_ping_interval(
-                crate::serve::Limits::default().ws_idle_timeout,
+            ping_every: crate::faces::serve::ws_ping_interval(
+                crate::faces::serve::Limits::default().ws_idle_timeout,
             ),
             total: Arc::new(Total::default()),
             links,

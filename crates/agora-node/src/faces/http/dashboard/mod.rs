@@ -1,4 +1,4 @@
-//! The operator's dashboard and the Prometheus endpoint, on the HTTP face.
+//! The operator's dashboard, on the HTTP face.
 //!
 //! - `GET /` — the dashboard page; `GET /dashboard/app.js`, `/dashboard/style.css` — its script
 //!   and style (built into the binary with `include_str!`: no CDN, no build step). These three
@@ -10,11 +10,11 @@
 //!   once a second ([`PERIOD`]), read-only. One snapshot is built per period however many
 //!   dashboards are open ([`Cache`]); at most [`MAX_VIEWERS`] streams are open at once (more get
 //!   `503`).
-//! - `GET /metrics` — the [`crate::telemetry`] registry in the Prometheus text format, with the
-//!   service queue depths sampled at the scrape.
 //!
 //! Beyond loopback the node requires its API key on every face (config validation), so the
 //! data routes here answer only to it; `public_reads` opens them like `/status`.
+
+pub mod cache;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -29,7 +29,10 @@ use axum::routing::get;
 use serde_json::{Value, json};
 use tokio::sync::{mpsc, oneshot};
 
-use crate::server::{AppState, ask, status_value};
+pub use cache::Cache;
+
+use crate::faces::http::status::status_value;
+use crate::faces::state::{AppState, ask};
 
 /// How often the event stream sends a snapshot.
 pub const PERIOD: Duration = Duration::from_secs(1);
@@ -41,16 +44,6 @@ const PAGE: &str = include_str!("index.html");
 const SCRIPT: &str = include_str!("app.js");
 const STYLE: &str = include_str!("style.css");
 
-/// A snapshot's JSON and when it was made.
-type Made = Option<(Instant, Arc<String>)>;
-
-/// The last snapshot and when it was made, shared by the open dashboards.
-#[derive(Clone, Debug, Default)]
-pub struct Cache {
-    last: Arc<tokio::sync::Mutex<Made>>,
-    viewers: Arc<AtomicUsize>,
-}
-
 /// The dashboard's routes (merged into the HTTP face).
 pub fn routes() -> Router<AppState> {
     Router::new()
@@ -59,7 +52,6 @@ pub fn routes() -> Router<AppState> {
         .route("/dashboard/style.css", get(style))
         .route("/dashboard/snapshot", get(snapshot_route))
         .route("/dashboard/events", get(events))
-        .route("/metrics", get(metrics))
 }
 
 fn asset(content_type: &'static str, body: &'static str) -> Response {
@@ -149,51 +141,6 @@ async fn events(State(state): State<AppState>) -> Response {
     );
     Sse::new(stream)
         .keep_alive(KeepAlive::default())
-        .into_response()
-}
-
-async fn metrics(State(state): State<AppState>) -> Response {
-    let depth = |name: &'static str, max: usize, free: usize| {
-        state
-            .telemetry
-            .queue_depth
-            .get_or_create(&crate::telemetry::QueueLabel { queue: name })
-            .set(i64::try_from(max.saturating_sub(free)).unwrap_or(i64::MAX));
-    };
-    depth("agh", state.agh.max_capacity(), state.agh.capacity());
-    depth("mesh", state.mesh.max_capacity(), state.mesh.capacity());
-    depth(
-        "hyperspace",
-        state.hyperspace.max_capacity(),
-        state.hyperspace.capacity(),
-    );
-    depth(
-        "memory",
-        state.memory.max_capacity(),
-        state.memory.capacity(),
-    );
-    depth(
-        "learning",
-        state.learning.max_capacity(),
-        state.learning.capacity(),
-    );
-    depth(
-        "improving",
-        state.improving.max_capacity(),
-        state.improving.capacity(),
-    );
-    depth(
-        "payments",
-        state.payments.max_capacity(),
-        state.payments.capacity(),
-    );
-    (
-        [(
-            header::CONTENT_TYPE,
-            "application/openmetrics-text; version=1.0.0; charset=utf-8",
-        )],
-        state.telemetry.encode(),
-    )
         .into_response()
 }
 

@@ -11,10 +11,10 @@
 //!
 //! Gossipsub (`docs/node.md` "Gossip topics" and "Gossip limits"):
 //! - message ids are js-libp2p's ([`message_id`]), so IHAVE/IWANT work in a mixed mesh;
-//! - its inbound streams are read frame by frame by [`crate::frames`], so a bad frame is
+//! - its inbound streams are read frame by frame by [`crate::mesh::frames`], so a bad frame is
 //!   skipped instead of silencing the peer; frames may be [`MAX_FRAME_BYTES`] long, messages
 //!   [`MAX_MESSAGE_BYTES`] (the application limit, enforced at validation);
-//! - the topics joined are decided by [`crate::topics`] within a fixed budget; topics shared by
+//! - the topics joined are decided by [`crate::mesh::topics`] within a fixed budget; topics shared by
 //!   interested nodes are met through a DHT rendezvous;
 //! - messages are held for validation (inline validators by topic prefix, else the owning
 //!   service) and every refusal is counted and logged once per peer.
@@ -23,30 +23,36 @@
 //! blocks on its event channel (events queue locally, gossip beyond the queue bound is ignored),
 //! so the services that send it commands can never deadlock with it.
 
+mod codec;
+pub mod connmgr;
+pub mod frames;
+pub mod gated;
+mod join;
+pub mod muxer;
+pub mod pings;
+mod swarm;
+pub mod topics;
+
+pub use codec::BytesCodec;
+use join::Join;
+pub use swarm::YAMUX_MAX_STREAMS;
+use swarm::{Behaviour, BehaviourEvent, build_swarm};
+
 use std::collections::{HashMap, HashSet, VecDeque};
-use std::io;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::connmgr::{ConnManager, Limits};
-use crate::frames::{self, FrameGuard};
-use crate::gated::Gated;
-use crate::muxer::{Splits, SplittingMuxer};
-use crate::topics::{self, Topics};
-use libp2p::Transport as _;
+use crate::mesh::connmgr::{ConnManager, Limits};
+use crate::mesh::muxer::Splits;
+use crate::mesh::topics::Topics;
 
-use futures::{AsyncReadExt, AsyncWriteExt, StreamExt};
-use libp2p::gossipsub::{
-    self, AllowAllSubscriptionFilter, IdentTopic, MaxCountSubscriptionFilter, MessageAcceptance,
-    MessageId,
-};
-use libp2p::kad::{self, store::MemoryStore};
-use libp2p::multiaddr::Protocol;
-use libp2p::request_response::{self, OutboundRequestId, ProtocolSupport, ResponseChannel};
-use libp2p::swarm::{NetworkBehaviour, SwarmEvent};
-use libp2p::{Multiaddr, PeerId, StreamProtocol, Swarm, identify, identity, noise, tcp, yamux};
+use futures::StreamExt;
+use libp2p::gossipsub::{self, IdentTopic, MessageAcceptance, MessageId};
+use libp2p::kad::{self};
+use libp2p::request_response::{self, OutboundRequestId, ResponseChannel};
+use libp2p::swarm::SwarmEvent;
+use libp2p::{Multiaddr, PeerId, StreamProtocol, Swarm, identify, identity};
 use tokio::sync::{mpsc, oneshot};
-use tokio::time::Instant;
 
 /// Protocol name of our Kademlia DHT (kept apart from the public IPFS DHT).
 pub const KAD_PROTOCOL: StreamProtocol = StreamProtocol::new("/agora/kad/1.0.0");
@@ -68,7 +74,7 @@ pub const MAX_MESSAGE_BYTES: usize = (1 << 20) + 4096;
 pub const MAX_CONTROL_BYTES: usize = 256 * 1024;
 /// Largest gossipsub frame we read: a message at the application limit, a control part at its
 /// limit (js-libp2p piggybacks control on messages) and the protobuf fields around them. Larger
-/// frames are skipped unread ([`crate::frames`]).
+/// frames are skipped unread ([`crate::mesh::frames`]).
 pub const MAX_FRAME_BYTES: usize = MAX_MESSAGE_BYTES + MAX_CONTROL_BYTES + 4096;
 /// Most topics one peer may be subscribed to, and most subscription changes in one RPC, that we
 /// track (past them gossipsub ignores that RPC's subscriptions).
@@ -99,13 +105,6 @@ const PROVIDER_REPUBLISH: Duration = Duration::from_secs(60 * 60);
 /// alone kept both cores busy and cut task gossip delivery to 70 %. The node's own lookups
 /// (cards, providers, rendezvous) keep the table fresh in between.
 const KAD_BOOTSTRAP_EVERY: Duration = Duration::from_secs(60 * 60);
-/// How soon a bootstrap peer that went away is dialled again while the node still has other
-/// connections (it is dialled at once, with a short backoff, when the node has none).
-const REJOIN_INTERVAL: Duration = Duration::from_secs(60);
-/// First and largest delay between dials of a bootstrap peer that does not answer.
-const INITIAL_BACKOFF: Duration = Duration::from_millis(250);
-const MAX_BACKOFF: Duration = Duration::from_secs(30);
-
 /// Which request-response protocol.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Proto {
@@ -151,7 +150,7 @@ pub enum Command {
     /// those peers; score 0 is neutral (see [`APP_SCORE_LIMIT`]).
     AppScores(Vec<(PeerId, f64)>),
     /// This node's own functions use a gossip topic: join it (within the topic budget, see
-    /// [`crate::topics`]) and meet the other nodes interested in it.
+    /// [`crate::mesh::topics`]) and meet the other nodes interested in it.
     Subscribe(String),
     /// This node's own functions no longer use a gossip topic (it is left unless another reason
     /// keeps it).
@@ -250,7 +249,7 @@ pub struct Status {
     /// gave up on them.
     pub outbound_streams: frames::OutboundStreams,
     /// Gossipsub RPCs whose subscription list was split because it was longer than
-    /// [`crate::muxer::SPLIT_AT`].
+    /// [`crate::mesh::muxer::SPLIT_AT`].
     pub split_rpcs: u64,
     /// Gossipsub peer scores of connected peers that are not 0 (PeerId → score).
     pub scores: std::collections::BTreeMap<String, f64>,
@@ -327,18 +326,6 @@ pub enum Event {
     },
 }
 
-#[derive(NetworkBehaviour)]
-struct Behaviour {
-    identify: Gated<identify::Behaviour>,
-    ping: Gated<crate::pings::Pings>,
-    kad: Gated<kad::Behaviour<MemoryStore>>,
-    gossipsub: FrameGuard,
-    direct: Gated<request_response::Behaviour<BytesCodec>>,
-    hs: Gated<request_response::Behaviour<BytesCodec>>,
-    mem: Gated<request_response::Behaviour<BytesCodec>>,
-    pay: Gated<request_response::Behaviour<BytesCodec>>,
-}
-
 /// What an inline validator decided about a gossip message.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Verdict {
@@ -393,7 +380,7 @@ pub struct MeshConfig {
     pub bootstrap: Vec<Multiaddr>,
     /// Gossipsub heartbeat.
     pub heartbeat: Duration,
-    /// How many connections to keep (see [`crate::connmgr`]).
+    /// How many connections to keep (see [`crate::mesh::connmgr`]).
     pub limits: Limits,
     /// Inline validators by topic prefix (the first match applies); gossip on other topics is
     /// validated by the service that receives it.
@@ -438,155 +425,6 @@ pub fn message_id(message: &gossipsub::Message) -> MessageId {
     }
 }
 
-/// The most concurrent yamux streams per connection; chosen to bound stream receive windows.
-///
-/// rust-yamux closes the whole connection when a data frame's body exceeds 1 MiB, and
-/// js-libp2p's yamux sends data frames as large as the send window its peer granted. rust-yamux
-/// grows a stream's receive window (from 256 KiB) out of a per-connection pool of
-/// `max_connection_receive_window − max_num_streams × 256 KiB`, with a 1 GiB connection window by
-/// default, so after some traffic a js peer sending a large gossip message would kill the
-/// connection. libp2p-yamux exposes only the stream count: with 4,093 streams the pool is
-/// 1 GiB − 4,093 × 256 KiB = 768 KiB, so no stream's window ever exceeds 256 KiB + 768 KiB =
-/// 1 MiB. Memory stays bounded by the same 1 GiB connection window as with the defaults.
-pub const YAMUX_MAX_STREAMS: usize = 4093;
-
-/// Yamux as the mesh uses it (see [`YAMUX_MAX_STREAMS`]).
-fn yamux_config() -> yamux::Config {
-    let mut c = yamux::Config::default();
-    c.set_max_num_streams(YAMUX_MAX_STREAMS);
-    c
-}
-
-fn build_swarm(
-    keypair: &identity::Keypair,
-    cfg: &MeshConfig,
-    splits: Splits,
-) -> Result<Swarm<Behaviour>, MeshError> {
-    let heartbeat = cfg.heartbeat;
-    let swarm = libp2p::SwarmBuilder::with_existing_identity(keypair.clone())
-        .with_tokio()
-        .with_other_transport(
-            |key| -> Result<_, Box<dyn std::error::Error + Send + Sync>> {
-                Ok(
-                    tcp::tokio::Transport::new(tcp::Config::default().nodelay(true))
-                        .upgrade(libp2p::core::upgrade::Version::V1Lazy)
-                        .authenticate(noise::Config::new(key)?)
-                        .multiplex(yamux_config())
-                        .map(move |(peer, muxer), _| (peer, SplittingMuxer::new(muxer, splits))),
-                )
-            },
-        )
-        .map_err(|e| MeshError::Build(e.to_string()))?
-        .with_bandwidth_metrics(&mut cfg.telemetry.registry())
-        .with_behaviour(|key| {
-            let peer_id = key.public().to_peer_id();
-            let gossip_config = gossipsub::ConfigBuilder::default()
-                .max_transmit_size(MAX_FRAME_BYTES)
-                .max_control_message_size(MAX_CONTROL_BYTES)
-                .message_id_fn(message_id)
-                .validate_messages()
-                .validation_mode(gossipsub::ValidationMode::Strict)
-                .heartbeat_interval(heartbeat)
-                // Refill a topic's mesh at the heartbeat once it falls below 3 peers. With 1 (a mesh
-                // refilled only when empty) meshes eroded to 2.1 peers per node and topic, and at
-                // 500 nodes a message crossed so many hops that it took seconds or was lost
-                // (`docs/performance.md`, "Gossip at scale"). A mesh of a handful of nodes
-                // still forms: gossipsub grafts what peers there are.
-                .mesh_n_low(3)
-                .mesh_n(4)
-                .mesh_n_high(8)
-                .mesh_outbound_min(1)
-                .build()
-                .map_err(|e| io::Error::other(e.to_string()))?;
-            let filter = MaxCountSubscriptionFilter {
-                filter: AllowAllSubscriptionFilter {},
-                max_subscribed_topics: MAX_PEER_TOPICS,
-                max_subscriptions_per_request: MAX_PEER_TOPICS,
-            };
-            let mut gossipsub = gossipsub::Behaviour::new_with_subscription_filter(
-                gossipsub::MessageAuthenticity::Signed(key.clone()),
-                gossip_config,
-                filter,
-            )
-            .map_err(io::Error::other)?;
-            let (params, thresholds) = score_settings();
-            gossipsub
-                .with_peer_score(params, thresholds)
-                .map_err(io::Error::other)?;
-            let gossipsub = FrameGuard::new(gossipsub, MAX_FRAME_BYTES);
-            let mut kad_config = kad::Config::new(KAD_PROTOCOL);
-            kad_config
-                .set_record_filtering(kad::StoreInserts::FilterBoth)
-                .set_record_ttl(Some(RECORD_TTL))
-                .set_provider_record_ttl(Some(PROVIDER_TTL))
-                .set_provider_publication_interval(Some(PROVIDER_REPUBLISH))
-                // Publishers re-sign and re-put their records themselves.
-                .set_publication_interval(None)
-                .set_periodic_bootstrap_interval(Some(KAD_BOOTSTRAP_EVERY))
-                .set_max_packet_size(MAX_RECORD_BYTES + 16 * 1024)
-                .set_query_timeout(Duration::from_secs(10));
-            let store = MemoryStore::with_config(
-                peer_id,
-                kad::store::MemoryStoreConfig {
-                    max_records: 4096,
-                    max_value_bytes: MAX_RECORD_BYTES,
-                    ..kad::store::MemoryStoreConfig::default()
-                },
-            );
-            let mut kad = kad::Behaviour::with_config(peer_id, store, kad_config);
-            kad.set_mode(Some(kad::Mode::Server));
-            let direct = request_response::Behaviour::with_codec(
-                BytesCodec {
-                    max_request: MAX_MESSAGE_BYTES as u64,
-                    max_response: MAX_RESPONSE_BYTES,
-                },
-                [(ENVELOPE_PROTOCOL, ProtocolSupport::Full)],
-                request_response::Config::default().with_request_timeout(Duration::from_secs(10)),
-            );
-            let hs = request_response::Behaviour::with_codec(
-                BytesCodec {
-                    max_request: MAX_MESSAGE_BYTES as u64,
-                    max_response: MAX_HS_RESPONSE_BYTES,
-                },
-                [(HYPERSPACE_PROTOCOL, ProtocolSupport::Full)],
-                request_response::Config::default().with_request_timeout(HS_REQUEST_TIMEOUT),
-            );
-            let mem = request_response::Behaviour::with_codec(
-                BytesCodec {
-                    max_request: MAX_MESSAGE_BYTES as u64,
-                    max_response: MAX_MEMORY_RESPONSE_BYTES,
-                },
-                [(MEMORY_PROTOCOL, ProtocolSupport::Full)],
-                request_response::Config::default().with_request_timeout(MEMORY_REQUEST_TIMEOUT),
-            );
-            let pay = request_response::Behaviour::with_codec(
-                BytesCodec {
-                    max_request: MAX_PAYMENT_BYTES,
-                    max_response: MAX_PAYMENT_BYTES,
-                },
-                [(PAYMENTS_PROTOCOL, ProtocolSupport::Full)],
-                request_response::Config::default().with_request_timeout(MEMORY_REQUEST_TIMEOUT),
-            );
-            Ok(Behaviour {
-                identify: Gated::new(identify::Behaviour::new(identify::Config::new(
-                    IDENTIFY_VERSION.to_owned(),
-                    key.public(),
-                ))),
-                ping: Gated::new(crate::pings::Pings::new(libp2p::ping::Behaviour::default())),
-                kad: Gated::new(kad),
-                gossipsub,
-                direct: Gated::new(direct),
-                hs: Gated::new(hs),
-                mem: Gated::new(mem),
-                pay: Gated::new(pay),
-            })
-        })
-        .map_err(|e| MeshError::Build(e.to_string()))?
-        .with_swarm_config(|c| c.with_idle_connection_timeout(Duration::from_secs(60)))
-        .build();
-    Ok(swarm)
-}
-
 /// Starts listening and returns the mesh ready to [`run`].
 pub fn start(keypair: &identity::Keypair, cfg: &MeshConfig) -> Result<Mesh, MeshError> {
     let splits = Splits::default();
@@ -610,112 +448,6 @@ pub fn start(keypair: &identity::Keypair, cfg: &MeshConfig) -> Result<Mesh, Mesh
         splits,
         telemetry,
     })
-}
-
-/// One configured bootstrap address.
-struct Bootstrap {
-    addr: Multiaddr,
-    peer: Option<PeerId>,
-    connected: bool,
-    next_attempt: Instant,
-    backoff: Duration,
-}
-
-/// Joining the mesh and staying in it: the configured bootstrap peers are dialled until they
-/// answer; Kademlia's bootstrap runs when the first of them connects and again whenever the
-/// node lost every connection. A bootstrap peer that went away (its connection idled out, or it
-/// restarted) is dialled again after [`REJOIN_INTERVAL`], or at once when the node is alone.
-struct Join {
-    peers: Vec<Bootstrap>,
-    /// No Kademlia bootstrap since the node started or was last left without connections.
-    needs_kad_bootstrap: bool,
-}
-
-impl Join {
-    fn new(addrs: &[Multiaddr]) -> Self {
-        let now = Instant::now();
-        Self {
-            peers: addrs
-                .iter()
-                .map(|addr| Bootstrap {
-                    addr: addr.clone(),
-                    peer: addr.iter().find_map(|p| match p {
-                        Protocol::P2p(id) => Some(id),
-                        _ => None,
-                    }),
-                    connected: false,
-                    next_attempt: now,
-                    backoff: INITIAL_BACKOFF,
-                })
-                .collect(),
-            needs_kad_bootstrap: true,
-        }
-    }
-
-    /// Dials the bootstrap peers that are due.
-    fn redial(&mut self, swarm: &mut Swarm<Behaviour>) {
-        let now = Instant::now();
-        for b in self
-            .peers
-            .iter_mut()
-            .filter(|b| !b.connected && b.next_attempt <= now)
-        {
-            if let Err(e) = swarm.dial(b.addr.clone()) {
-                tracing::debug!(addr = %b.addr, error = %e, "bootstrap dial failed");
-            }
-            b.next_attempt = now + b.backoff;
-            b.backoff = (b.backoff * 2).min(MAX_BACKOFF);
-        }
-    }
-
-    /// The bootstrap peers connected now.
-    fn connected_peers(&self) -> impl Iterator<Item = PeerId> + '_ {
-        self.peers
-            .iter()
-            .filter(|b| b.connected)
-            .filter_map(|b| b.peer)
-    }
-
-    fn on_connected(
-        &mut self,
-        swarm: &mut Swarm<Behaviour>,
-        peer_id: PeerId,
-        endpoint: &libp2p::core::ConnectedPoint,
-    ) {
-        let mut bootstrap_peer = false;
-        for b in &mut self.peers {
-            let same_addr = endpoint.is_dialer() && *endpoint.get_remote_address() == b.addr;
-            if b.peer == Some(peer_id) || same_addr {
-                b.connected = true;
-                b.peer = Some(peer_id);
-                b.backoff = INITIAL_BACKOFF;
-                bootstrap_peer = true;
-            }
-        }
-        if bootstrap_peer
-            && self.needs_kad_bootstrap
-            && let Ok(id) = swarm.behaviour_mut().kad.bootstrap()
-        {
-            tracing::debug!(?id, "kademlia bootstrap started");
-            self.needs_kad_bootstrap = false;
-        }
-    }
-
-    /// The last connection to `peer_id` closed; `alone` when the node has no connection left.
-    fn on_disconnected(&mut self, peer_id: PeerId, alone: bool) {
-        let now = Instant::now();
-        if alone {
-            self.needs_kad_bootstrap = true;
-        }
-        for b in &mut self.peers {
-            if b.peer == Some(peer_id) {
-                b.connected = false;
-                b.next_attempt = now + if alone { b.backoff } else { REJOIN_INTERVAL };
-            } else if alone && !b.connected {
-                b.next_attempt = b.next_attempt.min(now + b.backoff);
-            }
-        }
-    }
 }
 
 /// A mesh that is listening but not yet running.
@@ -1607,76 +1339,5 @@ fn direct_event(
         | request_response::Event::InboundFailure { peer, .. } => {
             pending.conns.end(&peer, std::time::Instant::now());
         }
-    }
-}
-
-/// Request-response codec of opaque bytes: a request (an envelope, a JSON request) and its
-/// response are each the whole stream (no framing beyond end-of-stream), with hard size limits.
-#[derive(Clone, Copy, Debug)]
-pub struct BytesCodec {
-    /// Largest request accepted.
-    pub max_request: u64,
-    /// Largest response accepted.
-    pub max_response: u64,
-}
-
-async fn read_limited<T>(io: &mut T, limit: u64) -> io::Result<Vec<u8>>
-where
-    T: futures::AsyncRead + Unpin + Send,
-{
-    let mut out = Vec::new();
-    io.take(limit + 1).read_to_end(&mut out).await?;
-    if out.len() as u64 > limit {
-        return Err(io::Error::new(
-            io::ErrorKind::InvalidData,
-            "message too large",
-        ));
-    }
-    Ok(out)
-}
-
-impl request_response::Codec for BytesCodec {
-    type Protocol = StreamProtocol;
-    type Request = Vec<u8>;
-    type Response = Vec<u8>;
-
-    async fn read_request<T>(&mut self, _: &StreamProtocol, io: &mut T) -> io::Result<Vec<u8>>
-    where
-        T: futures::AsyncRead + Unpin + Send,
-    {
-        read_limited(io, self.max_request).await
-    }
-
-    async fn read_response<T>(&mut self, _: &StreamProtocol, io: &mut T) -> io::Result<Vec<u8>>
-    where
-        T: futures::AsyncRead + Unpin + Send,
-    {
-        read_limited(io, self.max_response).await
-    }
-
-    async fn write_request<T>(
-        &mut self,
-        _: &StreamProtocol,
-        io: &mut T,
-        req: Vec<u8>,
-    ) -> io::Result<()>
-    where
-        T: futures::AsyncWrite + Unpin + Send,
-    {
-        io.write_all(&req).await?;
-        io.close().await
-    }
-
-    async fn write_response<T>(
-        &mut self,
-        _: &StreamProtocol,
-        io: &mut T,
-        res: Vec<u8>,
-    ) -> io::Result<()>
-    where
-        T: futures::AsyncWrite + Unpin + Send,
-    {
-        io.write_all(&res).await?;
-        io.close().await
     }
 }

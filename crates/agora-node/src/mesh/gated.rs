@@ -115,7 +115,7 @@ macro_rules! delegate_connection_setup {
                 local_addr,
                 remote_addr,
             )?;
-            Ok(crate::gated::delegate_connection_setup!(@wrap self, handler, $($wrap)+))
+            Ok(crate::mesh::gated::delegate_connection_setup!(@wrap self, handler, $($wrap)+))
         }
 
         fn handle_pending_outbound_connection(
@@ -148,7 +148,7 @@ macro_rules! delegate_connection_setup {
                 role_override,
                 port_use,
             )?;
-            Ok(crate::gated::delegate_connection_setup!(@wrap self, handler, $($wrap)+))
+            Ok(crate::mesh::gated::delegate_connection_setup!(@wrap self, handler, $($wrap)+))
         }
     };
 }
@@ -162,7 +162,7 @@ where
     type ConnectionHandler = W;
     type ToSwarm = B::ToSwarm;
 
-    crate::gated::delegate_connection_setup!(W::wrap);
+    crate::mesh::gated::delegate_connection_setup!(W::wrap);
 
     fn on_swarm_event(&mut self, event: FromSwarm<'_>) {
         self.inner.on_swarm_event(event);

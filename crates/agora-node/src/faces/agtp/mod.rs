@@ -1,13 +1,11 @@
-//! The AGTP face: the Agent Name Service served over AGTP/1.0.
+//! The AGTP face: the Agent Name Service ([`crate::ans`]) served over AGTP/1.0.
 //!
 //! | module | owns |
 //! |---|---|
-//! | [`ans`] | the Agent Name Service: DISCOVER, DESCRIBE, governance-signed lifecycle methods, index persistence and audit, refresh and federation |
 //! | [`listener`] | accepting connections (plain on loopback, TLS 1.3 elsewhere), sequential requests, idle timeout |
 //! | [`client`] | outgoing AGTP requests (refresh, federation, the CLI) |
 //! | [`tls`] | the listener's certificate (configured, or generated once and kept in the data directory) and rustls configurations |
 
-pub mod ans;
 pub mod client;
 pub mod listener;
 pub mod tls;
@@ -19,6 +17,7 @@ use agora_agtp::rank::Weights;
 use agora_agtp::ratelimit::RateConfig;
 use agora_agtp::refresh::RefreshConfig;
 
+use crate::ans;
 use crate::config::Config;
 use crate::store::Store;
 

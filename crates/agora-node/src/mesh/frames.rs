@@ -261,7 +261,7 @@ impl NetworkBehaviour for FrameGuard {
     type ConnectionHandler = FrameHandler;
     type ToSwarm = gossipsub::Event;
 
-    crate::gated::delegate_connection_setup!(self.wrap_handler);
+    crate::mesh::gated::delegate_connection_setup!(self.wrap_handler);
 
     fn on_swarm_event(&mut self, event: FromSwarm<'_>) {
         self.inner.on_swarm_event(event);

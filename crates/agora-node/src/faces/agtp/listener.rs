@@ -45,7 +45,7 @@ use tokio::time::{Instant, timeout, timeout_at};
 use tokio_rustls::TlsAcceptor;
 use tokio_rustls::server::TlsStream;
 
-use crate::serve::Admitted;
+use crate::faces::serve::Admitted;
 
 /// Answers AGTP requests.
 pub trait Handler: Send + Sync + 'static {
@@ -87,7 +87,7 @@ impl Stamp {
         // two listeners (or restarts) from numbering alike. Without randomness, the clock.
         let offset = match getrandom::fill(&mut seed) {
             Ok(()) => u64::from_le_bytes(seed),
-            Err(_) => crate::agtp::ans::now_ms(),
+            Err(_) => crate::clock::now_ms(),
         };
         Self {
             server_id: server_id.to_owned(),
@@ -161,7 +161,7 @@ pub async fn serve<H: Handler>(
     let stamp = Arc::new(Stamp::new(&config.server_id));
     let config = Arc::new(config);
     let max = config.max_connections;
-    let mut tasks = crate::serve::accept_loop(
+    let mut tasks = crate::faces::serve::accept_loop(
         &listener,
         max,
         "agtp",
@@ -368,6 +368,33 @@ async fn write<S: Stream>(io: &mut S, bytes: &[u8], limit: Duration) -> io::Resu
     })
 }
 
+/// An AGTP handler whose requests are counted.
+pub struct CountedAgtp<H>(pub H, pub Arc<crate::telemetry::Telemetry>);
+
+impl<H> fmt::Debug for CountedAgtp<H> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("CountedAgtp").finish_non_exhaustive()
+    }
+}
+
+impl<H: Handler> Handler for CountedAgtp<H> {
+    fn handle(
+        &self,
+        request: Request,
+        remote: SocketAddr,
+    ) -> impl Future<Output = Response> + Send {
+        let method = request.method.clone();
+        let started = std::time::Instant::now();
+        let telemetry = Arc::clone(&self.1);
+        let answer = self.0.handle(request, remote);
+        async move {
+            let response = answer.await;
+            telemetry.agtp_request(&method, response.status.0, started.elapsed());
+            response
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use std::time::Duration;
@@ -378,8 +405,8 @@ mod tests {
     use tokio::sync::oneshot;
 
     use super::*;
-    use crate::agtp::client::{ClientError, Connection, Transport, request};
-    use crate::agtp::tls::{self, Roots};
+    use crate::faces::agtp::client::{ClientError, Connection, Transport, request};
+    use crate::faces::agtp::tls::{self, Roots};
 
     const T: Duration = Duration::from_secs(5);
 

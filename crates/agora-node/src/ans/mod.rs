@@ -39,8 +39,8 @@ use agora_agtp::signature::{AnsSigningKey, AnsVerifyingKey, verify_result_with};
 use agora_agtp::{AgtpError, BadRequest, ScopeViolationCode, Status};
 use serde_json::{Map, Value, json};
 
-use super::client::{self, Transport};
-use super::listener::Handler;
+use crate::faces::agtp::client::{self, Transport};
+use crate::faces::agtp::listener::Handler;
 use crate::store::{Store, StoreError};
 
 /// Methods the name server answers.
@@ -159,11 +159,7 @@ fn load_entry(json: &str) -> Result<Entry, String> {
 }
 
 /// Milliseconds since the Unix epoch.
-pub fn now_ms() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
-}
+pub use crate::clock::now_ms;
 
 /// The Agent Name Service.
 pub struct Ans {
@@ -1037,8 +1033,9 @@ impl Ans {
     async fn describe_agent(&self, id: &str, endpoint: &str) -> Result<Described, String> {
         let addr = endpoint_addr(endpoint)?;
         let host = client::split_host_port(&addr).map_err(|e| e.to_string())?.0;
-        let transport = Transport::for_host(&host, false, false, &super::tls::Roots::WebPki)
-            .map_err(|e| e.to_string())?;
+        let transport =
+            Transport::for_host(&host, false, false, &crate::faces::agtp::tls::Roots::WebPki)
+                .map_err(|e| e.to_string())?;
         let request = Request::new("DESCRIBE")
             .with_header("Agent-ID", id)
             .with_header("Task-ID", format!("ans-refresh-{}", (self.clock)()));
