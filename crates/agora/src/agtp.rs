@@ -48,6 +48,8 @@ fn failed(msg: impl Into<String>) -> Failure {
 }
 
 /// How to reach the ANS and who is asking: shared by every command that talks to it.
+// The field docs are clap's help text, where `[::1]` is an IPv6 address, not a link.
+#[allow(rustdoc::broken_intra_doc_links)]
 #[derive(Debug, Args)]
 pub(crate) struct AnsOpts {
     /// The Agent Name Service's AGTP address (IPv6 as [::1]:4480).

@@ -1,5 +1,5 @@
 //! What the axum faces share: the senders of the services they reach ([`AppState`]) and how
-//! they ask a service for a report ([`ask`]).
+//! they ask a service for a report (`ask`).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};

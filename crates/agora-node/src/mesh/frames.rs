@@ -428,7 +428,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin, E> Reader<S, E> {
     }
 }
 
-/// Gossipsub's connection handler with its inbound stream read by a [`Reader`].
+/// Gossipsub's connection handler with its inbound stream read by a `Reader`.
 pub struct FrameHandler {
     inner: Inner,
     limit: usize,

@@ -711,9 +711,9 @@ pub async fn report_validation(
 /// −50 gets none of this node's publications; any negative score takes a peer out of the
 /// node's topic meshes at the next heartbeat.
 pub const APP_SCORE_LIMIT: f64 = 100.0;
-/// Gossipsub's publish threshold (see [`score_settings`]).
+/// Gossipsub's publish threshold (see `score_settings`).
 pub const PUBLISH_THRESHOLD: f64 = -50.0;
-/// Gossipsub's graylist threshold (see [`score_settings`]).
+/// Gossipsub's graylist threshold (see `score_settings`).
 pub const GRAYLIST_THRESHOLD: f64 = -80.0;
 
 /// Gossipsub peer scoring as Agora runs it: the application-specific score (P5, fed by the
