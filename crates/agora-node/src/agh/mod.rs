@@ -5,7 +5,7 @@
 //! directed requests to other nodes, and gossip validation verdicts. Because one task owns all
 //! AGH state, no lock is ever taken on the hot path.
 //!
-//! Mesh mapping (ARCHITECTURE "Mesh mapping"): broadcasts travel on gossipsub topic
+//! Mesh mapping (`docs/architecture.md`): broadcasts travel on gossipsub topic
 //! `agh/v0/<channel>` carrying the envelope's exact bytes; directed envelopes go by
 //! request-response to the node that hosts the target peer, which is the gossip *source* of that
 //! peer's greets (authenticated by the gossipsub signature), or the node that sent us a directed

@@ -425,7 +425,8 @@ impl Ans {
             }
             return Err(AgtpError::RateLimited { retry_after_ms });
         }
-        // The text after `?`: the parameters in the target's query string (issue 17).
+        // The text after `?`: the parameters in the target's query string (the reference
+        // clients send them there; `docs/agtp-ans.md`).
         let params = Params::from_parts(request.query(), body.as_ref(), &target)?;
         let weights = &self.settings.weights;
         let mut scratch = self

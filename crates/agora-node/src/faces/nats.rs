@@ -1,7 +1,7 @@
 //! AGH over NATS: the bridge task between the AGH service and a NATS server or cluster, over the
 //! official `async-nats` client.
 //!
-//! The reference NATS profile (notes §4.1): envelopes are published, as their exact bytes and
+//! The NATS profile of the AGH reference implementation (`docs/node.md` "AGH over NATS"): envelopes are published, as their exact bytes and
 //! without headers, on `agh.network.v0.<channel>.broadcast` (to null) or
 //! `agh.network.v0.<channel>.peer.<route_token>` (directed). The node subscribes to the broadcast
 //! subject of every channel it has local peers in and to the peer subject of each local peer, so

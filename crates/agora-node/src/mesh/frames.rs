@@ -1,5 +1,5 @@
 //! Gossipsub's inbound stream, read frame by frame so that one bad frame never silences a peer
-//! (issue 15, `docs/node.md` "Gossip limits").
+//! (`docs/node.md` "Gossip limits").
 //!
 //! rust-libp2p's gossipsub reads its inbound stream through a codec that fails on the first frame
 //! it cannot take (too large, undecodable) and then closes the stream, expecting the sender to

@@ -1,6 +1,6 @@
 //! The stream muxer the mesh runs: yamux, with the sending side of every stream passed through
 //! an [`agora_hyperspace::frames::Rewriter`] so that no gossipsub RPC carries more subscriptions
-//! than [`SPLIT_AT`] allows (issue 15, `docs/node.md` "Gossip topics").
+//! than [`SPLIT_AT`] allows (`docs/node.md` "Gossip topics").
 //!
 //! gossipsub (libp2p-gossipsub 0.50) sends a node's whole subscription list to each new
 //! neighbour in one RPC. A rust-libp2p receiver with default settings refuses an RPC whose

@@ -1,5 +1,5 @@
-//! The topic budget: which gossip topics this node joins, and why (issue 15, `docs/node.md`
-//! "Gossip topics").
+//! The topic budget: which gossip topics this node joins, and why (`docs/node.md` "Gossip
+//! topics").
 //!
 //! A gossipsub node sends its whole subscription list to every new neighbour in one RPC, and
 //! receivers refuse control data past a limit (16 KiB by default in rust-libp2p). A node that
