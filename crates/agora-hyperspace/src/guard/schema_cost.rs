@@ -65,7 +65,8 @@ const DEFAULT_BASE: &str = "json-schema:///";
 /// message's parts) takes about as much time and memory (some 400 bytes) as 32 subschema visits.
 const ERROR_STEPS: u64 = 32;
 
-/// Limits of `guard.validate` (see the table in the [`crate::guard`] module docs).
+/// Limits of `guard.validate` (see the table in the [`crate::guard::validate`](mod@crate::guard::validate)
+/// module docs).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ValidateLimits {
     /// Bytes of `schema`, serialized compactly.
