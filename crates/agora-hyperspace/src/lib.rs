@@ -14,6 +14,7 @@ pub mod improving;
 pub mod jsonrpc;
 pub mod learning;
 pub mod memory;
+pub mod params;
 pub mod payments;
 pub mod peer_id;
 pub mod recursive;

@@ -80,9 +80,10 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use crate::jsonrpc::RpcError;
+use crate::params::{check_len, invalid_params, parse_params, to_result};
 use crate::state::{
-    MAX_MAX_DEPTH, SessionFacts, SessionIdParams, SessionLookup, check_len, invalid_params,
-    make_room, parse_params, require_active, require_session, to_result,
+    MAX_MAX_DEPTH, SessionFacts, SessionIdParams, SessionLookup, make_room, require_active,
+    require_session,
 };
 
 /// `recursive.analyze`.

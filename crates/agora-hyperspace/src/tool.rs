@@ -109,8 +109,9 @@ use serde_json::{Value, json};
 
 use crate::card::{CapabilityCard, CardLimits, CardTable};
 use crate::jsonrpc::{RpcCode, RpcError};
+use crate::params::{capacity_error, invalid_params, parse_params, to_result};
 use crate::payments::Price;
-use crate::state::{IdSource, capacity_error, invalid_params, parse_params, to_result};
+use crate::state::IdSource;
 
 /// `tool.discover`.
 pub const DISCOVER: &str = "tool.discover";

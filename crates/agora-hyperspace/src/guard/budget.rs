@@ -11,7 +11,8 @@ use super::{
     ConsumeBudgetResult,
 };
 use crate::jsonrpc::RpcError;
-use crate::state::{MAX_BUDGET_LIMIT, SessionFacts, invalid_params, to_result};
+use crate::params::{invalid_params, to_result};
+use crate::state::{MAX_BUDGET_LIMIT, SessionFacts};
 
 const NANOS_PER_UNIT: f64 = 1e9;
 

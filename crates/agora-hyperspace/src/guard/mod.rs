@@ -117,9 +117,9 @@ pub use schema_cost::{SchemaLimitError, ValidateLimits};
 pub use validate::validate;
 
 use crate::jsonrpc::RpcError;
+use crate::params::{check_len, invalid_params, parse_params, to_result};
 use crate::state::{
-    SessionFacts, SessionIdParams, SessionLookup, check_len, invalid_params, make_room,
-    parse_params, require_active, require_session, to_result,
+    SessionFacts, SessionIdParams, SessionLookup, make_room, require_active, require_session,
 };
 use budget::to_nanos;
 

@@ -40,7 +40,7 @@ use serde_json::{Value, json};
 
 use super::{CheckSafetyParams, CheckSafetyResult, SafetyPolicyParam};
 use crate::jsonrpc::RpcError;
-use crate::state::invalid_params;
+use crate::params::invalid_params;
 
 /// One kind of finding of the safety policy.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]

@@ -38,7 +38,7 @@ use serde_json::Value;
 use super::schema_cost::{self, ValidateLimits};
 use super::{SchemaError, ValidateResult};
 use crate::jsonrpc::RpcError;
-use crate::state::invalid_params;
+use crate::params::invalid_params;
 
 /// `guard.validate`: checks `data` and `schema` against `limits` ([`schema_cost::check`]), then
 /// compiles `schema` offline (Draft 2020-12 by default, formats asserted, linear-time patterns of
