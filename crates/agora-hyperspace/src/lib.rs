@@ -20,6 +20,7 @@ pub mod peer_id;
 pub mod recursive;
 pub mod state;
 pub mod strict_key;
+pub mod timestamp;
 pub mod tool;
 pub mod topic;
 

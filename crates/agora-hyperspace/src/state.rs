@@ -120,6 +120,8 @@ use crate::jsonrpc::RpcError;
 /// Moved to [`crate::params`]; kept here for callers of `state::parse_params`.
 pub use crate::params::parse_params;
 use crate::params::{capacity_error, check_len, invalid_params, json_len, to_result};
+/// Moved to [`crate::timestamp`]; kept here for callers of `state::format_timestamp`.
+pub use crate::timestamp::format_timestamp;
 
 /// `state.createSession`.
 pub const CREATE_SESSION: &str = "state.createSession";
@@ -149,7 +151,7 @@ pub const MIN_REWARD: f64 = -1.0;
 pub const MAX_REWARD: f64 = 1.0;
 
 // ---------------------------------------------------------------------------------------------
-// Ids and time
+// Ids
 // ---------------------------------------------------------------------------------------------
 
 /// Where session and episode ids come from (the node passes a UUID or random-hex generator).
@@ -164,37 +166,6 @@ impl<F: FnMut() -> String> IdSource for F {
     fn next_id(&mut self) -> String {
         self()
     }
-}
-
-/// Formats Unix milliseconds as RFC 3339 UTC with milliseconds: `2026-03-18T12:00:00.000Z`.
-#[must_use]
-pub fn format_timestamp(ms: u64) -> String {
-    let secs = ms / 1000;
-    let millis = ms % 1000;
-    let second_of_day = secs % 86_400;
-    // u64::MAX / 86_400_000 fits an i64 comfortably.
-    let days = i64::try_from(secs / 86_400).unwrap_or(i64::MAX / 2);
-    let (year, month, day) = civil_from_days(days);
-    format!(
-        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.{millis:03}Z",
-        second_of_day / 3600,
-        second_of_day % 3600 / 60,
-        second_of_day % 60
-    )
-}
-
-/// Days since 1970-01-01 to a proleptic Gregorian (year, month, day) (H. Hinnant's algorithm).
-fn civil_from_days(days: i64) -> (i64, i64, i64) {
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    (year, month, day)
 }
 
 // ---------------------------------------------------------------------------------------------
