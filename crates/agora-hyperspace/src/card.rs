@@ -81,7 +81,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use crate::tool::{ToolLimits, ToolRecord, validate_record};
+use crate::tool_record::{ToolLimits, ToolRecord, validate_record};
 
 /// How often a peer re-publishes its card (spec §7.4: 30 seconds).
 pub const HEARTBEAT_INTERVAL_MS: u64 = 30_000;

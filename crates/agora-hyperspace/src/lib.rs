@@ -22,6 +22,7 @@ pub mod state;
 pub mod strict_key;
 pub mod timestamp;
 pub mod tool;
+pub mod tool_record;
 pub mod topic;
 
 pub use envelope::{Envelope, KeyCache, ReplayWindow, VerifyError, sign, verify, verify_keyed};
