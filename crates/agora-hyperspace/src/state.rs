@@ -297,12 +297,11 @@ pub struct EpisodeInfo {
     pub recorded_at: String,
 }
 
-/// Result of `state.getSession` (the spec names the type but not its fields; see the module docs).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+/// What `createSession` was told about the agent; a [`Session`] keeps it and a [`SessionInfo`]
+/// shows it, both with these members inline (`#[serde(flatten)]`).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub struct SessionInfo {
-    /// The session's id.
-    pub session_id: String,
+pub struct AgentInfo {
     /// As given to `createSession`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub agent_name: Option<String>,
@@ -318,6 +317,17 @@ pub struct SessionInfo {
     /// As given to `createSession`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub metadata: Option<Map<String, Value>>,
+}
+
+/// Result of `state.getSession` (the spec names the type but not its fields; see the module docs).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SessionInfo {
+    /// The session's id.
+    pub session_id: String,
+    /// Who the session is for, as given to `createSession` (its members inline on the wire).
+    #[serde(flatten)]
+    pub agent: AgentInfo,
     /// Creation time, RFC 3339 UTC with milliseconds.
     pub created_at: String,
     /// `"active"` or `"ended"`.
@@ -428,21 +438,9 @@ pub struct Episode {
 pub struct Session {
     /// The session's id.
     pub session_id: String,
-    /// As given to `createSession`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub agent_name: Option<String>,
-    /// As given to `createSession`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub agent_type: Option<String>,
-    /// As given to `createSession`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub peer_id: Option<String>,
-    /// As given to `createSession`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub model: Option<String>,
-    /// As given to `createSession`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub metadata: Option<Map<String, Value>>,
+    /// Who the session is for, as given to `createSession` (its members inline on the wire).
+    #[serde(flatten)]
+    pub agent: AgentInfo,
     /// Unix milliseconds at creation.
     pub created_at_ms: u64,
     /// Unix milliseconds at `endSession`, once ended.
@@ -483,7 +481,7 @@ impl Session {
     /// What the other primitives need to know about this session.
     #[must_use]
     pub fn facts(&self) -> SessionFacts {
-        let metadata = self.metadata.as_ref();
+        let metadata = self.agent.metadata.as_ref();
         SessionFacts {
             active: self.ended_at_ms.is_none(),
             budget_limit: metadata
@@ -500,11 +498,7 @@ impl Session {
     pub fn info(&self) -> SessionInfo {
         SessionInfo {
             session_id: self.session_id.clone(),
-            agent_name: self.agent_name.clone(),
-            agent_type: self.agent_type.clone(),
-            peer_id: self.peer_id.clone(),
-            model: self.model.clone(),
-            metadata: self.metadata.clone(),
+            agent: self.agent.clone(),
             created_at: format_timestamp(self.created_at_ms),
             status: self.status(),
             ended_at: self.ended_at_ms.map(format_timestamp),
@@ -793,11 +787,13 @@ impl Sessions {
         }
         let session = Session {
             session_id: session_id.clone(),
-            agent_name: params.agent_name.clone(),
-            agent_type: params.agent_type.clone(),
-            peer_id: params.peer_id.clone(),
-            model: params.model.clone(),
-            metadata: params.metadata.clone(),
+            agent: AgentInfo {
+                agent_name: params.agent_name.clone(),
+                agent_type: params.agent_type.clone(),
+                peer_id: params.peer_id.clone(),
+                model: params.model.clone(),
+                metadata: params.metadata.clone(),
+            },
             created_at_ms: now_ms,
             ended_at_ms: None,
             state: BTreeMap::new(),
@@ -990,6 +986,167 @@ impl Sessions {
 mod tests {
     use super::*;
     use crate::jsonrpc::RpcCode;
+
+    /// [`Session`] as it was before [`AgentInfo`] was flattened into it.
+    #[derive(Debug, PartialEq, Serialize, Deserialize)]
+    #[serde(rename_all = "camelCase")]
+    struct SessionBefore {
+        session_id: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        agent_name: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        agent_type: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        peer_id: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        model: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        metadata: Option<Map<String, Value>>,
+        created_at_ms: u64,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        ended_at_ms: Option<u64>,
+        #[serde(default)]
+        state: BTreeMap<String, Value>,
+        #[serde(default)]
+        state_bytes: usize,
+        #[serde(default)]
+        episodes: VecDeque<Episode>,
+        #[serde(default)]
+        episode_count: u64,
+    }
+
+    /// [`SessionInfo`] as it was before [`AgentInfo`] was flattened into it.
+    #[derive(Debug, PartialEq, Serialize, Deserialize)]
+    #[serde(rename_all = "camelCase")]
+    struct SessionInfoBefore {
+        session_id: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        agent_name: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        agent_type: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        peer_id: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        model: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        metadata: Option<Map<String, Value>>,
+        created_at: String,
+        status: SessionStatus,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        ended_at: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        duration: Option<u64>,
+        state_keys: usize,
+        episode_count: u64,
+        episodes: Vec<EpisodeInfo>,
+    }
+
+    fn before(s: &Session) -> SessionBefore {
+        SessionBefore {
+            session_id: s.session_id.clone(),
+            agent_name: s.agent.agent_name.clone(),
+            agent_type: s.agent.agent_type.clone(),
+            peer_id: s.agent.peer_id.clone(),
+            model: s.agent.model.clone(),
+            metadata: s.agent.metadata.clone(),
+            created_at_ms: s.created_at_ms,
+            ended_at_ms: s.ended_at_ms,
+            state: s.state.clone(),
+            state_bytes: s.state_bytes,
+            episodes: s.episodes.clone(),
+            episode_count: s.episode_count,
+        }
+    }
+
+    fn info_before(i: &SessionInfo) -> SessionInfoBefore {
+        SessionInfoBefore {
+            session_id: i.session_id.clone(),
+            agent_name: i.agent.agent_name.clone(),
+            agent_type: i.agent.agent_type.clone(),
+            peer_id: i.agent.peer_id.clone(),
+            model: i.agent.model.clone(),
+            metadata: i.agent.metadata.clone(),
+            created_at: i.created_at.clone(),
+            status: i.status,
+            ended_at: i.ended_at.clone(),
+            duration: i.duration,
+            state_keys: i.state_keys,
+            episode_count: i.episode_count,
+            episodes: i.episodes.clone(),
+        }
+    }
+
+    #[test]
+    fn flattened_agent_info_writes_and_reads_the_same_json() {
+        let metadata = json!({"budget": {"max": 2.5}, "maxDepth": 7, "big": 18_446_744_073_709_551_615_u64,
+            "neg": -3, "f": 0.1, "nested": [null, true, "x", {"é": 1e300}]});
+        let full = Session {
+            session_id: "sess-1".into(),
+            agent: AgentInfo {
+                agent_name: Some("web-researcher".into()),
+                agent_type: Some("autonomous".into()),
+                peer_id: Some("12D3KooWabc".into()),
+                model: Some("gemma-3-27b".into()),
+                metadata: metadata.as_object().cloned(),
+            },
+            created_at_ms: 1_773_842_400_000,
+            ended_at_ms: Some(1_773_842_460_000),
+            state: BTreeMap::from([("k".to_owned(), json!({"v": [1, 2]}))]),
+            state_bytes: 12,
+            episodes: VecDeque::from([Episode {
+                episode_id: "ep-1".into(),
+                outcome: "success".into(),
+                reward: 0.85,
+                recorded_at_ms: 1_773_842_430_000,
+            }]),
+            episode_count: 3,
+        };
+        let bare = Session {
+            session_id: "sess-2".into(),
+            agent: AgentInfo::default(),
+            created_at_ms: 0,
+            ended_at_ms: None,
+            state: BTreeMap::new(),
+            state_bytes: 0,
+            episodes: VecDeque::new(),
+            episode_count: 0,
+        };
+        let partial = Session {
+            agent: AgentInfo {
+                model: Some("m".into()),
+                ..AgentInfo::default()
+            },
+            ..bare.clone()
+        };
+        for session in [full, bare, partial] {
+            // Written: the same bytes, compact and pretty.
+            let text = serde_json::to_string(&session).unwrap();
+            assert_eq!(text, serde_json::to_string(&before(&session)).unwrap());
+            assert_eq!(
+                serde_json::to_string_pretty(&session).unwrap(),
+                serde_json::to_string_pretty(&before(&session)).unwrap()
+            );
+            let info = session.info();
+            let info_text = serde_json::to_string(&info).unwrap();
+            assert_eq!(
+                info_text,
+                serde_json::to_string(&info_before(&info)).unwrap()
+            );
+            // Read: the same values, from the old form and with unknown members around.
+            assert_eq!(serde_json::from_str::<Session>(&text).unwrap(), session);
+            assert_eq!(
+                before(&serde_json::from_str::<Session>(&text).unwrap()),
+                serde_json::from_str::<SessionBefore>(&text).unwrap()
+            );
+            let mut extra: Value = serde_json::from_str(&text).unwrap();
+            extra["unknownMember"] = json!({"x": 1});
+            assert_eq!(serde_json::from_value::<Session>(extra).unwrap(), session);
+            assert_eq!(
+                serde_json::from_str::<SessionInfo>(&info_text).unwrap(),
+                info
+            );
+        }
+    }
 
     #[test]
     fn timestamps_are_rfc3339_utc_millis() {
