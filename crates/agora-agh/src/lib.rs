@@ -38,7 +38,6 @@ pub mod dedup;
 pub mod envelope;
 pub mod grammar;
 pub mod greet;
-mod hex;
 mod json;
 pub mod lifecycle;
 pub mod message;

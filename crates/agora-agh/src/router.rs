@@ -94,8 +94,7 @@ impl<F: FnMut(&mut [u8; 16])> IdSource for UuidIds<F> {
         (self.fill)(&mut b);
         b[6] = (b[6] & 0x0f) | 0x40;
         b[8] = (b[8] & 0x3f) | 0x80;
-        let mut hex = String::with_capacity(32);
-        crate::hex::push_lower(&mut hex, &b);
+        let hex = hex::encode(b);
         format!(
             "{}-{}-{}-{}-{}",
             &hex[..8],

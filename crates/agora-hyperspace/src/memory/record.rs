@@ -150,12 +150,7 @@ pub fn merge(current: Option<&Entry>, incoming: &Entry) -> Resolution {
 /// A new memory id from 12 random bytes: `mem-` and 24 lowercase hex digits.
 #[must_use]
 pub fn new_memory_id(random: [u8; 12]) -> String {
-    let mut id = String::with_capacity(28);
-    id.push_str("mem-");
-    for b in random {
-        id.push_str(&format!("{b:02x}"));
-    }
-    id
+    format!("mem-{}", hex::encode(random))
 }
 
 /// Whether `id` is acceptable as a memory id: 1..=[`MAX_ID_BYTES`] bytes of ASCII letters,

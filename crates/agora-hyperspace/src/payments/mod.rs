@@ -172,27 +172,17 @@ impl Price {
 
 /// Lower-case hex with `0x`.
 pub fn hex0x(bytes: &[u8]) -> String {
-    let mut s = String::with_capacity(2 + bytes.len() * 2);
-    s.push_str("0x");
-    for b in bytes {
-        s.push_str(&format!("{b:02x}"));
-    }
-    s
+    format!("0x{}", hex::encode(bytes))
 }
 
-/// Decodes hex with an optional `0x` of exactly `N` bytes.
+/// Decodes hex (either case) with an optional `0x` of exactly `N` bytes.
 pub fn unhex<const N: usize>(s: &str) -> Option<[u8; N]> {
     let h = s
         .strip_prefix("0x")
         .or_else(|| s.strip_prefix("0X"))
         .unwrap_or(s);
-    if h.len() != N * 2 {
-        return None;
-    }
     let mut out = [0u8; N];
-    for (i, o) in out.iter_mut().enumerate() {
-        *o = u8::from_str_radix(h.get(2 * i..2 * i + 2)?, 16).ok()?;
-    }
+    hex::decode_to_slice(h, &mut out).ok()?;
     Some(out)
 }
 
@@ -238,5 +228,12 @@ mod tests {
         assert_eq!(unhex::<4>("0001ABFF"), Some(b));
         assert_eq!(unhex::<4>("0x0001ab"), None);
         assert_eq!(unhex::<2>("zz00"), None);
+    }
+
+    #[test]
+    fn a_sign_is_not_a_hex_digit() {
+        // `u8::from_str_radix`, which decoded pairs before the `hex` crate, took "+a" as 0x0a.
+        assert_eq!(unhex::<2>("+a+b"), None);
+        assert_eq!(unhex::<2>("0x+a0b"), None);
     }
 }
