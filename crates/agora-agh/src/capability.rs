@@ -1,7 +1,7 @@
 //! Structured capability documents and their canonical digest.
 //!
 //! Capability Discovery page, "Explicit transfer through kind:capability"; Message Kinds page,
-//! capability body; the digest algorithm is the Go reference's (notes §6.3), which is what every
+//! capability body; the digest algorithm is the Go reference runtime's, which is what every
 //! AGH runtime computes and verifies.
 //!
 //! # Important discrepancies

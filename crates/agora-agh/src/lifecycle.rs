@@ -1,6 +1,6 @@
 //! The interaction lifecycle state machine.
 //!
-//! Interaction Lifecycle page; reference behaviour in notes §3 (`lifecycle.go`). An interaction is
+//! Interaction Lifecycle page; reference behaviour: the Go reference runtime's `lifecycle.go`. An interaction is
 //! keyed by `(channel, interaction_id)`, opened by a directed `direct` or `capability` that
 //! carries an `interaction_id` (initiator = `from`, target = `to`, state `submitted`), and moved by
 //! `trace`, `receipt` and follow-up `direct`/`capability` envelopes from its two participants only.

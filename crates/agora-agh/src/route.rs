@@ -1,6 +1,6 @@
 //! Route tokens and the reference NATS subjects.
 //!
-//! Delivery page and notes §4.1: a Peer ID's route token is the lowercase hex of the first 16
+//! Delivery page and the Go reference runtime: a Peer ID's route token is the lowercase hex of the first 16
 //! bytes of SHA-256 over the (trimmed) Peer ID; broadcasts use `agh.network.v0.<channel>.broadcast`
 //! and directed envelopes `agh.network.v0.<channel>.peer.<route_token>`.
 

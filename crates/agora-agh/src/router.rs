@@ -2,8 +2,8 @@
 //! the interaction lifecycle and automatic receipts, as one sans-IO state machine.
 //!
 //! Envelope page, "Validation order" steps 5–7; Peer Discovery page (whois responders); Delivery
-//! page (receiver duties); reference behaviour in notes §2 ("What the router does per inbound
-//! envelope") and §4.1 (sending). The router never performs IO: it returns what should be
+//! page (receiver duties); reference behaviour: the Go reference runtime's router (what it does
+//! per inbound envelope, and its send path). The router never performs IO: it returns what should be
 //! delivered to local peers and what should be sent, and the node carries that out.
 //!
 //! Per inbound envelope, in order: stateless validation ([`crate::validate`]); routing (a directed

@@ -1,7 +1,7 @@
 //! Capability cards and capability gossip, sans IO: the card a peer advertises, a table keeping
 //! the newest card per peer with a heartbeat TTL, and delta-only heartbeats.
 //!
-//! Spec references (`hyperspace-gossiping-agents-protocol.txt`):
+//! Spec references (the Hyperspace Gossiping Agents Protocol):
 //!
 //! - §2.4 "Discovery (DHT)": "Capability cards include: peerId, tools[], taskTypes[], reputation,
 //!   geo, latency".

@@ -1,7 +1,7 @@
 //! Signed envelopes v2: signing, verification, domain separation and the replay window.
 //!
-//! Spec §2.1 "Signed Envelopes (v2)" and §9.2; the wire details the spec leaves open are pinned by
-//! issue 4 and recorded in `docs/hyperspace-wire.md`:
+//! Spec §2.1 "Signed Envelopes (v2)" and §9.2; the wire details the spec leaves open are pinned
+//! and recorded in `docs/hyperspace-wire.md`:
 //! - JSON `{"_v":2,"ts":…,"nonce":"…","from":"…","pk":"…","sig":"…","d":…}`, in that order when
 //!   we emit it; `ts` Unix milliseconds; `nonce` 32 lowercase hex; `pk` 64 lowercase hex (raw
 //!   Ed25519 key); `sig` 128 lowercase hex; `from` the PeerId of `pk`;

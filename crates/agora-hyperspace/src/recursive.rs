@@ -1,7 +1,7 @@
 //! The Recursive primitive (`recursive.*`), sans IO: loop detection over a call stack, step
 //! tracking with a maximum depth, and traces.
 //!
-//! Spec references (`hyperspace-gossiping-agents-protocol.txt`):
+//! Spec references (the Hyperspace Gossiping Agents Protocol):
 //!
 //! - §4.5 "Recursive Primitive":
 //!   `recursive.analyze(sessionId, currentStep, callStack, maxIterations?) → { isLooping, pattern?, recommendation }`,

@@ -1,6 +1,6 @@
 //! The State primitive (`state.*`), sans IO: sessions, key/value state and episodes.
 //!
-//! Spec references (`hyperspace-gossiping-agents-protocol.txt`):
+//! Spec references (the Hyperspace Gossiping Agents Protocol):
 //!
 //! - §4.1 "State Primitive": the six methods and their signatures,
 //!   `state.createSession(agentName?, agentType?, peerId?, model?, metadata?) → { sessionId, createdAt }`,

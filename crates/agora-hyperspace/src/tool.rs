@@ -1,7 +1,7 @@
 //! The Tool primitive (`tool.*`), sans IO: a registry of local tools, discovery over local tools
 //! and the tools of live capability cards, per-tool analytics and reputation, and invoke routing.
 //!
-//! Spec references (`hyperspace-gossiping-agents-protocol.txt`):
+//! Spec references (the Hyperspace Gossiping Agents Protocol):
 //!
 //! - §4.3 "Tool Primitive":
 //!   `tool.discover(query, capabilities?, minReputation?, maxLatency?, geo?) → { tools[] }`,

@@ -31,7 +31,7 @@ pub struct ToolRecord {
     pub avg_latency: u64,
     /// The tool's schema, a JSON object (the spec shows `{input, output}` JSON Schemas).
     pub schema: Value,
-    /// Its price per invocation, when it has one (`micropayments`, issue 20).
+    /// Its price per invocation, when it has one (the Micropayments primitive, spec §6).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub price: Option<Price>,
 }

@@ -1,7 +1,7 @@
 //! The Guard primitive (`guard.*`), sans IO: JSON Schema validation, a content safety policy,
 //! per-session budgets and sliding-window rate limits.
 //!
-//! Spec references (`hyperspace-gossiping-agents-protocol.txt`):
+//! Spec references (the Hyperspace Gossiping Agents Protocol):
 //!
 //! - §4.2 "Guard Primitive": `guard.validate(data, schema) → { valid, errors? }`,
 //!   `guard.checkSafety(content, policy?) → { safe, flags? }`,

@@ -1,6 +1,6 @@
 //! The Micropayments primitive (`micropayments.*`), sans IO.
 //!
-//! Spec (`hyperspace-gossiping-agents-protocol.txt`): §6 "Micropayments Primitive" (PayChallenge,
+//! Hyperspace spec: §6 "Micropayments Primitive" (PayChallenge,
 //! PayCredential, PayChannel; the five methods; the HTTP 402 flow of §6.3; the streaming channel
 //! of §6.4), §2.1 topic `hyperspace/settlements/{round}`, §8 −32002 "Budget Exceeded". Where the
 //! spec is silent the shapes are x402's (Coinbase's HTTP 402 protocol: `PaymentRequirements`,
@@ -135,7 +135,7 @@ pub mod amount_serde {
     }
 }
 
-/// A price per use (a priced tool, issue 20): points, USDC atomic units, or both (the payer
+/// A price per use (a priced tool, spec §6): points, USDC atomic units, or both (the payer
 /// chooses). At least one is set and positive ([`Price::check`]).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
