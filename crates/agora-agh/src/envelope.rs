@@ -5,7 +5,7 @@
 //! Parsing happens in two steps that mirror the first two steps of the spec's validation order:
 //! [`RawEnvelope::parse`] (step 1: size, UTF-8, JSON, top-level object, duplicate keys, field
 //! types) and [`RawEnvelope::into_envelope`] (step 2: required fields, `protocol`, `kind`, channel
-//! and Peer ID grammars). Freshness, body and cross rules follow in [`crate::validate`].
+//! and Peer ID grammars). Freshness, body and cross rules follow in [`crate::validate`](mod@crate::validate).
 //!
 //! Emission ([`Envelope::write_json`]) uses the reference's field order (`protocol, id, kind,
 //! channel, from, to, interaction_id, reply_to, trace_id, causation_id, ts, expires_at, body,

@@ -8,7 +8,7 @@
 //! | concern | module | spec |
 //! |---|---|---|
 //! | envelope model, exact JSON form | [`envelope`] | Envelope: wire contract, fields |
-//! | validation order, freshness | [`validate`] | Envelope: validation order, freshness rules |
+//! | validation order, freshness | [`validate`](mod@validate) | Envelope: validation order, freshness rules |
 //! | reason codes | [`reason`] | Message Kinds: reason codes |
 //! | kind bodies | [`greet`], [`whois`], [`message`], [`body`], [`receipt`], [`trace`] | Message Kinds |
 //! | Peer Cards, whois matching | [`peer_card`] | Peer Discovery |

@@ -6,7 +6,7 @@
 //! per inbound envelope, and its send path). The router never performs IO: it returns what should be
 //! delivered to local peers and what should be sent, and the node carries that out.
 //!
-//! Per inbound envelope, in order: stateless validation ([`crate::validate`]); routing (a directed
+//! Per inbound envelope, in order: stateless validation ([`crate::validate`](mod@crate::validate)); routing (a directed
 //! envelope must address a local peer of its channel, else `not_target`); deduplication
 //! ([`DedupWindow`]); then per kind:
 //!
