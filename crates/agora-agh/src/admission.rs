@@ -1,6 +1,6 @@
 //! The AGH runtime's own admission rules (not part of the protocol; opt-in).
 //!
-//! Notes §1.5 and §1.7: the reference runtime refuses, as `malformed`, envelopes whose body, proof
+//! The Go reference runtime refuses, as `malformed`, envelopes whose body, proof
 //! or ext carry a raw secret, and, as `verification_failed`, a Peer Card claiming `task.write`
 //! without a proof. Agora applies these only when [`crate::ValidationPolicy::reference_admission`]
 //! is set, so that an operator can refuse what AGH runtimes would refuse.

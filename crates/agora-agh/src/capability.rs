@@ -1,7 +1,7 @@
 //! Structured capability documents and their canonical digest.
 //!
 //! Capability Discovery page, "Explicit transfer through kind:capability"; Message Kinds page,
-//! capability body; the digest algorithm is the Go reference's (notes §6.3), which is what every
+//! capability body; the digest algorithm is the Go reference runtime's, which is what every
 //! AGH runtime computes and verifies.
 //!
 //! # Important discrepancies
@@ -100,10 +100,7 @@ impl CapabilityDoc {
     /// `sha256:<lowercase hex>` of [`CapabilityDoc::canonical_json`].
     pub fn compute_digest(&self) -> String {
         let hash = Sha256::digest(self.canonical_json().as_bytes());
-        let mut out = String::with_capacity(DIGEST_PREFIX.len() + 64);
-        out.push_str(DIGEST_PREFIX);
-        crate::hex::push_lower(&mut out, &hash);
-        out
+        format!("{DIGEST_PREFIX}{}", hex::encode(hash))
     }
 
     /// Fills `digest` with the computed digest and returns it.

@@ -3,7 +3,7 @@
 //! Capability Discovery page: "Brief discovery" (ids + `{id, summary}` pairs in catalog order),
 //! "Rich discovery through whois" (`ext["agh.include"]`, `ext["agh.capability_ids"]`, the
 //! response's `ext["agh.capability_catalog"]`) and the empty-array rules. Reference behaviour:
-//! notes §6.2.
+//! the Go reference runtime's discovery surfaces.
 
 use std::fmt::Write as _;
 

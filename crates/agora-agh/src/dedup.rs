@@ -1,6 +1,6 @@
 //! Deduplication by envelope `id` with a bounded replay window.
 //!
-//! Delivery page ("receivers SHOULD dedup by id"); notes §1.4. Each accepted id is remembered
+//! Delivery page ("receivers SHOULD dedup by id"), as the Go reference runtime does. Each accepted id is remembered
 //! until its deadline, max(`expires_at`, `ts` + replay age) ([`crate::validate::dedup_deadline`]):
 //! every instant at which the same envelope could pass the freshness check again is covered. That
 //! closes the reference's gap, where an old `ts` with a far `expires_at` was remembered for ~1 s.

@@ -1,11 +1,11 @@
 //! The AGH Network v0 envelope: its typed model and its exact JSON form.
 //!
-//! Envelope page, "Wire contract" and "Fields"; reference behaviour in notes §1.1–§1.2.
+//! Envelope page, "Wire contract" and "Fields"; reference behaviour: the Go reference runtime's envelope parsing.
 //!
 //! Parsing happens in two steps that mirror the first two steps of the spec's validation order:
 //! [`RawEnvelope::parse`] (step 1: size, UTF-8, JSON, top-level object, duplicate keys, field
 //! types) and [`RawEnvelope::into_envelope`] (step 2: required fields, `protocol`, `kind`, channel
-//! and Peer ID grammars). Freshness, body and cross rules follow in [`crate::validate`].
+//! and Peer ID grammars). Freshness, body and cross rules follow in [`crate::validate`](mod@crate::validate).
 //!
 //! Emission ([`Envelope::write_json`]) uses the reference's field order (`protocol, id, kind,
 //! channel, from, to, interaction_id, reply_to, trace_id, causation_id, ts, expires_at, body,
@@ -287,7 +287,7 @@ impl Envelope<'_> {
 /// An envelope after step 1 of validation: well-formed JSON of the right types, nothing more.
 ///
 /// Every field is optional and untrimmed. Routers use it to build automatic receipts for
-/// envelopes that fail later steps (notes §2, "What the router does").
+/// envelopes that fail later steps (as the Go reference runtime's router does).
 #[derive(Clone, Debug, Default)]
 pub struct RawEnvelope<'a> {
     /// `protocol`, as sent.

@@ -2,7 +2,7 @@
 //!
 //! Message Kinds page, "greet"; Peer Discovery page, "Announcing with greet". Body
 //! `{ "peer_card": PeerCard, "summary"?: string }`; the card's `peer_id` must equal the envelope
-//! `from` (a cross rule checked in [`crate::validate`]).
+//! `from` (a cross rule checked in [`crate::validate`](mod@crate::validate)).
 
 use std::borrow::Cow;
 

@@ -8,18 +8,18 @@
 //! | concern | module | spec |
 //! |---|---|---|
 //! | envelope model, exact JSON form | [`envelope`] | Envelope: wire contract, fields |
-//! | validation order, freshness | [`validate`] | Envelope: validation order, freshness rules |
+//! | validation order, freshness | [`validate`](mod@validate) | Envelope: validation order, freshness rules |
 //! | reason codes | [`reason`] | Message Kinds: reason codes |
 //! | kind bodies | [`greet`], [`whois`], [`message`], [`body`], [`receipt`], [`trace`] | Message Kinds |
 //! | Peer Cards, whois matching | [`peer_card`] | Peer Discovery |
 //! | presence | [`presence`] | Peer Discovery: presence and expiry |
-//! | capability documents, digest | [`capability`] | Capability Discovery: transfer; notes §6.3 |
+//! | capability documents, digest | [`capability`] | Capability Discovery: transfer; the Go reference's digest |
 //! | catalogs, brief and rich projections | [`catalog`] | Capability Discovery |
 //! | deduplication window | [`dedup`] | Delivery |
 //! | interaction lifecycle | [`lifecycle`] | Interaction Lifecycle |
 //! | route tokens, NATS subjects | [`route`] | Delivery, NATS |
 //! | receive/send pipelines, automatic receipts | [`router`] | Envelope steps 5–7, Delivery |
-//! | AGH runtime admission rules (opt-in) | [`admission`] | notes §1.7 |
+//! | AGH runtime admission rules (opt-in) | [`admission`] | none: the Go reference runtime's own rules |
 //!
 //! ```
 //! use agora_agh::{validate, ValidationPolicy};
@@ -38,7 +38,6 @@ pub mod dedup;
 pub mod envelope;
 pub mod grammar;
 pub mod greet;
-mod hex;
 mod json;
 pub mod lifecycle;
 pub mod message;

@@ -1,6 +1,6 @@
 //! The interaction lifecycle state machine.
 //!
-//! Interaction Lifecycle page; reference behaviour in notes §3 (`lifecycle.go`). An interaction is
+//! Interaction Lifecycle page; reference behaviour: the Go reference runtime's `lifecycle.go`. An interaction is
 //! keyed by `(channel, interaction_id)`, opened by a directed `direct` or `capability` that
 //! carries an `interaction_id` (initiator = `from`, target = `to`, state `submitted`), and moved by
 //! `trace`, `receipt` and follow-up `direct`/`capability` envelopes from its two participants only.
@@ -25,69 +25,13 @@
 //!   one is refused with `busy`.
 
 use std::collections::HashMap;
-use std::fmt;
 
 use crate::body::Body;
 use crate::envelope::{Envelope, Kind};
 use crate::reason::Rejection;
 use crate::receipt::ReceiptStatus;
-
-/// State of an interaction.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum InteractionState {
-    /// Opened, nothing reported yet.
-    Submitted,
-    /// The target is working on it.
-    Working,
-    /// The target waits for more input from the initiator.
-    NeedsInput,
-    /// Finished successfully (terminal).
-    Completed,
-    /// Finished unsuccessfully (terminal).
-    Failed,
-    /// Canceled (terminal).
-    Canceled,
-}
-
-impl InteractionState {
-    /// All states.
-    pub const ALL: [Self; 6] = [
-        Self::Submitted,
-        Self::Working,
-        Self::NeedsInput,
-        Self::Completed,
-        Self::Failed,
-        Self::Canceled,
-    ];
-
-    /// Wire spelling.
-    pub const fn as_str(self) -> &'static str {
-        match self {
-            Self::Submitted => "submitted",
-            Self::Working => "working",
-            Self::NeedsInput => "needs_input",
-            Self::Completed => "completed",
-            Self::Failed => "failed",
-            Self::Canceled => "canceled",
-        }
-    }
-
-    /// Parses the wire spelling.
-    pub fn from_wire(s: &str) -> Option<Self> {
-        Self::ALL.into_iter().find(|st| st.as_str() == s)
-    }
-
-    /// `true` for `completed`, `failed` and `canceled`.
-    pub const fn is_terminal(self) -> bool {
-        matches!(self, Self::Completed | Self::Failed | Self::Canceled)
-    }
-}
-
-impl fmt::Display for InteractionState {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
+/// Defined beside the `trace` body that carries it; re-exported here, where it moves.
+pub use crate::trace::InteractionState;
 
 /// One tracked interaction.
 #[derive(Clone, Debug, PartialEq, Eq)]

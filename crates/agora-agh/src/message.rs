@@ -3,7 +3,7 @@
 //! Message Kinds page, "say" and "direct". Body `{ "text": string, "intent"?: string,
 //! "artifacts"?: [any] }`. `text` must not be blank and is kept exactly as sent; `intent` is
 //! trimmed; artifacts are opaque JSON values. `direct` additionally needs `to` and
-//! `interaction_id` on the envelope (checked in [`crate::validate`]).
+//! `interaction_id` on the envelope (checked in [`crate::validate`](mod@crate::validate)).
 
 use std::borrow::Cow;
 

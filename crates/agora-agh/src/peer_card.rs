@@ -1,7 +1,7 @@
 //! Peer Cards: what a peer claims about itself.
 //!
 //! Peer Discovery page, "Peer Card" and "Matching semantics"; Capability Discovery page, "Brief
-//! discovery". Reference behaviour: notes §2 (PeerCard) and §5 (whois matching).
+//! discovery". Reference behaviour: the Go reference runtime's Peer Card and whois matching.
 //!
 //! # Important discrepancies
 //! - The Capability Discovery page says a peer without a local catalog "MUST still emit
@@ -82,7 +82,7 @@ impl<'a> PeerCard<'a> {
         }
     }
 
-    /// whois matching, exactly as the reference (notes §5): the trimmed query matches when it is
+    /// whois matching, exactly as the Go reference runtime does: the trimmed query matches when it is
     /// empty, or equals the Peer ID, the display name, or any entry of `capabilities`,
     /// `profiles_supported`, `artifacts_supported` or `trust_modes_supported`. Case-sensitive;
     /// no substring or prefix matching.

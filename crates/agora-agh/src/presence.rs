@@ -1,6 +1,6 @@
 //! Channel-scoped presence: who is here, locally and remotely.
 //!
-//! Peer Discovery page, "Presence and expiry"; reference behaviour in notes §5. Presence is kept
+//! Peer Discovery page, "Presence and expiry"; reference behaviour: the Go reference runtime's presence table. Presence is kept
 //! per `(channel, peer_id)`:
 //! - local peers are registered by their owner (an agent connection) and stay until it leaves;
 //! - remote peers are refreshed by inbound `greet` and whois responses and expire at

@@ -1,6 +1,6 @@
 //! Route tokens and the reference NATS subjects.
 //!
-//! Delivery page and notes §4.1: a Peer ID's route token is the lowercase hex of the first 16
+//! Delivery page and the Go reference runtime: a Peer ID's route token is the lowercase hex of the first 16
 //! bytes of SHA-256 over the (trimmed) Peer ID; broadcasts use `agh.network.v0.<channel>.broadcast`
 //! and directed envelopes `agh.network.v0.<channel>.peer.<route_token>`.
 
@@ -29,9 +29,7 @@ pub fn route_token(peer_id: &str) -> Result<String, RouteError> {
         return Err(RouteError::InvalidPeerId(peer_id.to_owned()));
     }
     let hash = Sha256::digest(peer_id.as_bytes());
-    let mut out = String::with_capacity(32);
-    crate::hex::push_lower(&mut out, &hash[..16]);
-    Ok(out)
+    Ok(hex::encode(&hash[..16]))
 }
 
 fn checked_channel(channel: &str) -> Result<&str, RouteError> {
@@ -101,6 +99,12 @@ pub fn parse_subject(subject: &str) -> Option<Subject<'_>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn encodes_lowercase() {
+        // Moved from the hand-written encoder this crate had: the `hex` crate writes lowercase.
+        assert_eq!(hex::encode([0x00, 0x7f, 0xab, 0xff]), "007fabff");
+    }
 
     #[test]
     fn reference_vectors() {

@@ -2,11 +2,11 @@
 //! the interaction lifecycle and automatic receipts, as one sans-IO state machine.
 //!
 //! Envelope page, "Validation order" steps 5–7; Peer Discovery page (whois responders); Delivery
-//! page (receiver duties); reference behaviour in notes §2 ("What the router does per inbound
-//! envelope") and §4.1 (sending). The router never performs IO: it returns what should be
+//! page (receiver duties); reference behaviour: the Go reference runtime's router (what it does
+//! per inbound envelope, and its send path). The router never performs IO: it returns what should be
 //! delivered to local peers and what should be sent, and the node carries that out.
 //!
-//! Per inbound envelope, in order: stateless validation ([`crate::validate`]); routing (a directed
+//! Per inbound envelope, in order: stateless validation ([`crate::validate`](mod@crate::validate)); routing (a directed
 //! envelope must address a local peer of its channel, else `not_target`); deduplication
 //! ([`DedupWindow`]); then per kind:
 //!
@@ -94,8 +94,7 @@ impl<F: FnMut(&mut [u8; 16])> IdSource for UuidIds<F> {
         (self.fill)(&mut b);
         b[6] = (b[6] & 0x0f) | 0x40;
         b[8] = (b[8] & 0x3f) | 0x80;
-        let mut hex = String::with_capacity(32);
-        crate::hex::push_lower(&mut hex, &b);
+        let hex = hex::encode(b);
         format!(
             "{}-{}-{}-{}-{}",
             &hex[..8],

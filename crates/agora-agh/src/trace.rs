@@ -5,12 +5,69 @@
 //! body but never a legal transition ([`crate::lifecycle`]).
 
 use std::borrow::Cow;
+use std::fmt;
 
 use serde_json::value::RawValue;
 
 use crate::json::{self, RawJson, Str, trim_cow, trim_opt, wire_struct};
-use crate::lifecycle::InteractionState;
 use crate::reason::Rejection;
+
+/// State of an interaction.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum InteractionState {
+    /// Opened, nothing reported yet.
+    Submitted,
+    /// The target is working on it.
+    Working,
+    /// The target waits for more input from the initiator.
+    NeedsInput,
+    /// Finished successfully (terminal).
+    Completed,
+    /// Finished unsuccessfully (terminal).
+    Failed,
+    /// Canceled (terminal).
+    Canceled,
+}
+
+impl InteractionState {
+    /// All states.
+    pub const ALL: [Self; 6] = [
+        Self::Submitted,
+        Self::Working,
+        Self::NeedsInput,
+        Self::Completed,
+        Self::Failed,
+        Self::Canceled,
+    ];
+
+    /// Wire spelling.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Self::Submitted => "submitted",
+            Self::Working => "working",
+            Self::NeedsInput => "needs_input",
+            Self::Completed => "completed",
+            Self::Failed => "failed",
+            Self::Canceled => "canceled",
+        }
+    }
+
+    /// Parses the wire spelling.
+    pub fn from_wire(s: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|st| st.as_str() == s)
+    }
+
+    /// `true` for `completed`, `failed` and `canceled`.
+    pub const fn is_terminal(self) -> bool {
+        matches!(self, Self::Completed | Self::Failed | Self::Canceled)
+    }
+}
+
+impl fmt::Display for InteractionState {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
 
 /// A parsed `trace` body.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -2,7 +2,7 @@
 //!
 //! Message Kinds page, "whois"; Peer Discovery page, "Querying with whois". A request carries an
 //! optional `query` and no card; a response carries the answering peer's `peer_card` (and the
-//! envelope a `reply_to`, checked in [`crate::validate`]).
+//! envelope a `reply_to`, checked in [`crate::validate`](mod@crate::validate)).
 
 use std::borrow::Cow;
 

@@ -1,9 +1,9 @@
 //! Integration tests of the router, the interaction lifecycle, presence and the catalog
 //! projections, through the public API only.
 //!
-//! References: the shared reference notes (`notes/agh-reference.md`) §2 ("What the router does per inbound
-//! envelope"), §3 ("Interaction lifecycle"), §5 ("Presence and whois matching"), §6.2
-//! ("Discovery surfaces"); the Peer Discovery and Capability Discovery pages.
+//! References: the Go reference runtime's behaviour (what the router does per inbound envelope,
+//! the interaction lifecycle, presence and whois matching, discovery surfaces); the Peer
+//! Discovery and Capability Discovery pages.
 //!
 //! The scene used by most tests: one node (`Router<u32, &str>`) hosting two local peers,
 //! `reviewer.sess-xyz` (owner 1) and `tester.sess-777` (owner 2), that has heard greets from two
@@ -167,7 +167,7 @@ mod wire {
             .interaction(iid)
     }
 
-    /// A capability transfer of the notes' A.1.5 document (with its real digest).
+    /// A capability transfer of the reference capability document (with its real digest).
     pub(crate) fn capability(id: &str, from: &str) -> Env {
         Env::new(
             "capability",
@@ -414,7 +414,7 @@ fn assert_auto_receipt(fx: &Effects<&'static str>, original: &Env, status: &str,
 }
 
 // ---------------------------------------------------------------------------------------------
-// Lifecycle: opening (notes §3)
+// Lifecycle: opening
 // ---------------------------------------------------------------------------------------------
 
 #[test]
@@ -561,7 +561,7 @@ fn interactions_are_keyed_by_channel_and_id_and_check_does_not_mutate() {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Lifecycle: transitions from the open states (notes §3 table)
+// Lifecycle: transitions from the open states (the table in `lifecycle`'s docs)
 // ---------------------------------------------------------------------------------------------
 
 fn expected(from: InteractionState, to: InteractionState) -> Outcome {
@@ -965,7 +965,7 @@ fn receipt_or_trace_for_unknown_interaction_is_ignored() {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Automatic receipts (notes §2)
+// Automatic receipts
 // ---------------------------------------------------------------------------------------------
 
 #[test]
@@ -1202,7 +1202,7 @@ fn say_from_network_is_delivered_to_every_local_peer_but_the_sender() {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Presence (notes §5)
+// Presence
 // ---------------------------------------------------------------------------------------------
 
 #[test]
@@ -1394,7 +1394,7 @@ fn whois_response_refreshes_remote_presence_and_is_delivered() {
 }
 
 // ---------------------------------------------------------------------------------------------
-// whois responders (notes §5)
+// whois responders
 // ---------------------------------------------------------------------------------------------
 
 #[test]
@@ -1533,7 +1533,7 @@ fn whois_responses_are_well_formed_and_validate() {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Capability discovery: brief and rich projections (notes §6.2)
+// Capability discovery: brief and rich projections
 // ---------------------------------------------------------------------------------------------
 
 const BUILD_SITE_DIGEST: &str =
@@ -1934,7 +1934,7 @@ fn oversized_rich_response_is_refused() {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Send path (notes §3 "Sender side", §4.1)
+// Send path
 // ---------------------------------------------------------------------------------------------
 
 #[test]

@@ -2,8 +2,7 @@
 //! and the limits that bound them. Pure functions over byte slices; the caller owns the socket and
 //! the buffer.
 //!
-//! What this module owns (AGTP base draft framing, as summarised in the research notes §1.2/§1.3,
-//! and the DISCOVER examples of the discovery draft §3.2/§3.3):
+//! What this module owns (AGTP base draft framing, and the DISCOVER examples of the discovery draft §3.2/§3.3):
 //!
 //! - **Request line** `AGTP/1.0 SP METHOD [SP request-target]`. Both the three-token form of the
 //!   base draft and the two-token form used by the discovery draft's examples (`AGTP/1.0 DISCOVER`)

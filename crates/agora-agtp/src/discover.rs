@@ -663,11 +663,7 @@ pub fn query_id(params: &Params, agent_id: &str, index_digest: &[u8; 32]) -> Str
     h.update([0]);
     h.update(index_digest);
     let d = h.finalize();
-    let mut s = String::from("qry-");
-    for b in &d[..8] {
-        s.push_str(&format!("{b:02x}"));
-    }
-    s
+    format!("qry-{}", hex::encode(&d[..8]))
 }
 
 /// The unsigned `result` object: ranks assigned in order. `federation_path` is included when

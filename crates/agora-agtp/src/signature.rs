@@ -404,9 +404,7 @@ mod tests {
         );
     }
 
-    fn hex(bytes: &[u8]) -> String {
-        bytes.iter().map(|b| format!("{b:02x}")).collect()
-    }
+    use hex::encode as hex;
 
     #[test]
     fn rfc6979_a_2_5_known_answer() {
@@ -414,9 +412,7 @@ mod tests {
         // high half, so the signer emits n - s.
         let mut secret = [0u8; 32];
         let x = "c9afa9d845ba75166b5c215767b1d6934e50c3db36e89b127b8a622b120f6721";
-        for (i, b) in secret.iter_mut().enumerate() {
-            *b = u8::from_str_radix(&x[2 * i..2 * i + 2], 16).unwrap();
-        }
+        hex::decode_to_slice(x, &mut secret).unwrap();
         let k = AnsSigningKey::from_secret_bytes(&secret, "rfc6979").unwrap();
         let point = k.verifying_key().to_sec1_uncompressed();
         assert_eq!(
@@ -555,11 +551,6 @@ mod tests {
         let k = key();
         let shown = format!("{k:?}");
         assert!(shown.contains("k1") && shown.contains("redacted"));
-        let hex: String = k
-            .secret_bytes()
-            .iter()
-            .map(|b| format!("{b:02x}"))
-            .collect();
-        assert!(!shown.contains(&hex));
+        assert!(!shown.contains(&hex(k.secret_bytes())));
     }
 }

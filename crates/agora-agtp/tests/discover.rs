@@ -224,7 +224,7 @@ fn bad_parameters_are_named() {
 #[test]
 fn query_string_and_body_merge_with_the_body_winning() {
     // The query is the text after `?` (the whole target used to be passed here, which hid
-    // that the node passed only the query: issue 17).
+    // that the node passed only the query).
     let p = Params::from_parts(
         Some("intent=audit%20contracts&limit=3&trust_tier_min=2"),
         Some(&json!({"parameters": {"limit": 5}})),

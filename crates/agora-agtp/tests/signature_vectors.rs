@@ -390,8 +390,8 @@ proptest! {
     }
 }
 
-/// The maintained RFC 8785 crate `serde_json_canonicalizer` on every vector (issue 21 asked
-/// whether it can replace [`jcs`]). It canonicalizes a `serde_json::Value`, so its whole path
+/// The maintained RFC 8785 crate `serde_json_canonicalizer` on every vector, to show why it
+/// does not replace [`jcs`]. It canonicalizes a `serde_json::Value`, so its whole path
 /// from text is `serde_json::from_str` then `to_string`. It writes every canonical vector
 /// correctly, but fails `error-duplicate-name`: RFC 8785 §3.1 takes I-JSON input only and
 /// `{"a":1,"a":2}` is not I-JSON, yet the crate's path canonicalizes it to `{"a":2}` (serde_json

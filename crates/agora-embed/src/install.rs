@@ -245,11 +245,7 @@ pub(crate) fn install_files(
             hasher.update(&buf[..n]);
             out.write_all(&buf[..n]).map_err(io_at(&dest))?;
         }
-        let actual: String = hasher
-            .finalize()
-            .iter()
-            .map(|b| format!("{b:02x}"))
-            .collect();
+        let actual = hex::encode(hasher.finalize());
         if actual != expected {
             return Err(InstallError::HashMismatch {
                 file: name.to_owned(),
@@ -300,10 +296,7 @@ mod tests {
     use zip::write::SimpleFileOptions;
 
     fn sha(b: &[u8]) -> String {
-        Sha256::digest(b)
-            .iter()
-            .map(|b| format!("{b:02x}"))
-            .collect()
+        hex::encode(Sha256::digest(b))
     }
 
     fn zip_of(entries: &[(&str, &[u8])]) -> Vec<u8> {

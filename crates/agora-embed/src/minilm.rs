@@ -125,17 +125,13 @@ fn read(dir: &Path, name: &str) -> Result<Vec<u8>, EmbedError> {
 fn check_hash(name: &str, bytes: &[u8]) -> Result<(), EmbedError> {
     let expected =
         pinned_sha256(name).ok_or_else(|| EmbedError::BadModel(format!("{name} is not pinned")))?;
-    let actual = hex(&Sha256::digest(bytes));
+    let actual = hex::encode(Sha256::digest(bytes));
     if actual != expected {
         return Err(EmbedError::BadModel(format!(
             "{name} has SHA-256 {actual}, not all-MiniLM-L6-v2's {expected}"
         )));
     }
     Ok(())
-}
-
-pub(crate) fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 #[allow(clippy::needless_pass_by_value)] // the shape `map_err` wants

@@ -1,5 +1,5 @@
-//! `learning.reflect` and `learning.curate` on a playbook of 1,000 bullets (spec §5.1; issue 19's
-//! benchmark), one core, the pure code the node runs on its learning worker.
+//! `learning.reflect` and `learning.curate` on a playbook of 1,000 bullets (spec §5.1),
+//! one core, the pure code the node runs on its learning worker.
 //!
 //! Bullets carry 384-dimension unit vectors (as with the MiniLM embedder), so `reflect` pays the
 //! near-duplicate scan of its candidates over every bullet of the section and `curate` the

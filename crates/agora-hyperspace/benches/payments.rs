@@ -1,4 +1,4 @@
-//! Credential verification (spec §6.2 `micropayments.verify`; issue 20's benchmark): the
+//! Credential verification (spec §6.2 `micropayments.verify`): the
 //! stateless part of accepting an x402 "exact" payment — decode, challenge checks, EIP-712
 //! digest of the EIP-3009 authorization, secp256k1 recovery — on one core, and a voucher's
 //! signature check on a USDC channel; then, in the same run, eth-account (Python, PyPI)

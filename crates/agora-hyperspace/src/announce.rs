@@ -1,7 +1,7 @@
 //! Capability announcements on the wire, sans IO: what a node publishes about its tools, where,
 //! and how a receiver checks it.
 //!
-//! Spec references (`hyperspace-gossiping-agents-protocol.txt`):
+//! Spec references (the Hyperspace Gossiping Agents Protocol):
 //!
 //! - §2.1: the topic `hyperspace/capabilities/{peerId}` ("tool and agent capability
 //!   announcements") and `hyperspace/tasks/{taskType}` ("task requests and routing").
@@ -508,10 +508,7 @@ mod tests {
         assert_eq!(card_key_peer(b"/other/12D3KooWabc"), None);
         // SHA256("hyperspace/cap/search"), case-insensitive in the tag.
         assert_eq!(provider_key("Search"), provider_key("search"));
-        let hex: String = provider_key("search")
-            .iter()
-            .map(|b| format!("{b:02x}"))
-            .collect();
+        let hex = hex::encode(provider_key("search"));
         assert_eq!(hex.len(), 64);
         assert_ne!(provider_key("search"), provider_key("scrape"));
     }

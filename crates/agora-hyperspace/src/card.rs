@@ -1,7 +1,7 @@
 //! Capability cards and capability gossip, sans IO: the card a peer advertises, a table keeping
 //! the newest card per peer with a heartbeat TTL, and delta-only heartbeats.
 //!
-//! Spec references (`hyperspace-gossiping-agents-protocol.txt`):
+//! Spec references (the Hyperspace Gossiping Agents Protocol):
 //!
 //! - §2.4 "Discovery (DHT)": "Capability cards include: peerId, tools[], taskTypes[], reputation,
 //!   geo, latency".
@@ -81,7 +81,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use crate::tool::{ToolLimits, ToolRecord, validate_record};
+use crate::tool_record::{ToolLimits, ToolRecord, validate_record};
 
 /// How often a peer re-publishes its card (spec §7.4: 30 seconds).
 pub const HEARTBEAT_INTERVAL_MS: u64 = 30_000;

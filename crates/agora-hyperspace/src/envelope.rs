@@ -1,7 +1,7 @@
 //! Signed envelopes v2: signing, verification, domain separation and the replay window.
 //!
-//! Spec §2.1 "Signed Envelopes (v2)" and §9.2; the wire details the spec leaves open are pinned by
-//! issue 4 and recorded in `docs/hyperspace-wire.md`:
+//! Spec §2.1 "Signed Envelopes (v2)" and §9.2; the wire details the spec leaves open are pinned
+//! and recorded in `docs/hyperspace-wire.md`:
 //! - JSON `{"_v":2,"ts":…,"nonce":"…","from":"…","pk":"…","sig":"…","d":…}`, in that order when
 //!   we emit it; `ts` Unix milliseconds; `nonce` 32 lowercase hex; `pk` 64 lowercase hex (raw
 //!   Ed25519 key); `sig` 128 lowercase hex; `from` the PeerId of `pk`;
@@ -146,30 +146,15 @@ pub fn signed_bytes(topic: &str, material: &[u8; 32]) -> Vec<u8> {
     signed_parts(topic, material).concat()
 }
 
-fn hex(bytes: &[u8]) -> String {
-    const H: &[u8; 16] = b"0123456789abcdef";
-    let mut s = String::with_capacity(bytes.len() * 2);
-    for &b in bytes {
-        s.push(char::from(H[usize::from(b >> 4)]));
-        s.push(char::from(H[usize::from(b & 15)]));
-    }
-    s
-}
-
-/// Decodes exactly `N` bytes of lowercase hex.
+/// Decodes exactly `N` bytes of **lowercase** hex, as the wire's nonces, keys and digests are
+/// written: the `hex` crate decodes either case, so uppercase is refused here first. The one
+/// strict decoder of the crate (memory digests use it too).
 pub(crate) fn unhex<const N: usize>(s: &str) -> Option<[u8; N]> {
-    if s.len() != 2 * N {
+    if s.bytes().any(|c| c.is_ascii_uppercase()) {
         return None;
     }
-    let nibble = |c: u8| match c {
-        b'0'..=b'9' => Some(c - b'0'),
-        b'a'..=b'f' => Some(c - b'a' + 10),
-        _ => None,
-    };
     let mut out = [0u8; N];
-    for (i, pair) in s.as_bytes().chunks_exact(2).enumerate() {
-        out[i] = (nibble(pair[0])? << 4) | nibble(pair[1])?;
-    }
+    hex::decode_to_slice(s, &mut out).ok()?;
     Some(out)
 }
 
@@ -201,8 +186,8 @@ pub fn sign(
     let sig = key.sign(&signed_bytes(topic, &material));
     Ok(format!(
         "{{\"_v\":2,\"ts\":{ts},\"nonce\":\"{nonce}\",\"from\":\"{from}\",\"pk\":\"{}\",\"sig\":\"{}\",\"d\":{}}}",
-        hex(&pk),
-        hex(&sig.to_bytes()),
+        hex::encode(pk),
+        hex::encode(sig.to_bytes()),
         d.get()
     ))
 }
@@ -552,7 +537,10 @@ mod tests {
         );
         let other = sign(&SigningKey::from_bytes(&[7; 32]), TOPIC, TS, NONCE, "1").unwrap();
         let other_pk = Envelope::parse(&other).unwrap().pk;
-        let swapped = text.replace(&hex(&Envelope::parse(&text).unwrap().pk), &hex(&other_pk));
+        let swapped = text.replace(
+            &hex::encode(Envelope::parse(&text).unwrap().pk),
+            &hex::encode(other_pk),
+        );
         assert_eq!(check(&swapped, TOPIC), Err("from_mismatch"));
         assert_eq!(check(&text.replace(NONCE, "XYZ"), TOPIC), Err("malformed"));
         assert_eq!(

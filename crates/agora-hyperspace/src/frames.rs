@@ -12,7 +12,7 @@
 //!
 //! For the sending side, [`split_subscriptions`] cuts an RPC whose subscription list is too long
 //! for a receiver's control limit into several RPCs that a receiver takes as the one they came
-//! from (issue 15: gossipsub sends a node's whole subscription list to each new neighbour in one
+//! from (gossipsub sends a node's whole subscription list to each new neighbour in one
 //! RPC).
 
 /// What the splitter found next.

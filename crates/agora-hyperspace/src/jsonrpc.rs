@@ -7,7 +7,7 @@
 //! [`handle_frame`] (or [`parse_frame`] and [`Request::reply`] when its handlers are async) once per
 //! text frame and writes the returned text back, if any.
 //!
-//! Spec references (`hyperspace-gossiping-agents-protocol.txt`):
+//! Spec references (the Hyperspace Gossiping Agents Protocol):
 //!
 //! - §2.2 "JSON-RPC 2.0 Transport": request `{jsonrpc, method, params?, id}` and response
 //!   `{jsonrpc, result?, error?: {code, message, data?}, id}` over `ws://host:3100`.
@@ -17,8 +17,8 @@
 //! - §11 "Wire Format Examples", Example 3: an error with `data` passed through unchanged.
 //!
 //! The framing rules (batches, notifications, the null id on unreadable requests) come from the
-//! JSON-RPC 2.0 specification, and the malformed-input cases from the jsonrpsee conformance table
-//! in `notes/rust-stack.md` §2.2, which this dispatcher passes row by row (see `tests/jsonrpc.rs`).
+//! JSON-RPC 2.0 specification, and the malformed-input cases from jsonrpsee's behaviour on them,
+//! a table of cases which this dispatcher passes row by row (see `tests/jsonrpc.rs`).
 //!
 //! # What the framing layer answers by itself
 //!

@@ -1,7 +1,7 @@
 //! The Recursive primitive (`recursive.*`), sans IO: loop detection over a call stack, step
 //! tracking with a maximum depth, and traces.
 //!
-//! Spec references (`hyperspace-gossiping-agents-protocol.txt`):
+//! Spec references (the Hyperspace Gossiping Agents Protocol):
 //!
 //! - §4.5 "Recursive Primitive":
 //!   `recursive.analyze(sessionId, currentStep, callStack, maxIterations?) → { isLooping, pattern?, recommendation }`,
@@ -80,9 +80,10 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use crate::jsonrpc::RpcError;
+use crate::params::{check_len, invalid_params, parse_params, to_result};
 use crate::state::{
-    MAX_MAX_DEPTH, SessionFacts, SessionIdParams, SessionLookup, check_len, invalid_params,
-    make_room, parse_params, require_active, require_session, to_result,
+    MAX_MAX_DEPTH, SessionFacts, SessionIdParams, SessionLookup, make_room, require_active,
+    require_session,
 };
 
 /// `recursive.analyze`.

@@ -1,6 +1,6 @@
 //! The State primitive (`state.*`), sans IO: sessions, key/value state and episodes.
 //!
-//! Spec references (`hyperspace-gossiping-agents-protocol.txt`):
+//! Spec references (the Hyperspace Gossiping Agents Protocol):
 //!
 //! - §4.1 "State Primitive": the six methods and their signatures,
 //!   `state.createSession(agentName?, agentType?, peerId?, model?, metadata?) → { sessionId, createdAt }`,
@@ -112,13 +112,16 @@
 //!   end sessions or retry later, which is what that code asks for.
 
 use std::collections::{BTreeMap, VecDeque};
-use std::io;
 
-use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 
-use crate::jsonrpc::{RpcCode, RpcError};
+use crate::jsonrpc::RpcError;
+/// Moved to [`crate::params`]; kept here for callers of `state::parse_params`.
+pub use crate::params::parse_params;
+use crate::params::{capacity_error, check_len, invalid_params, json_len, to_result};
+/// Moved to [`crate::timestamp`]; kept here for callers of `state::format_timestamp`.
+pub use crate::timestamp::format_timestamp;
 
 /// `state.createSession`.
 pub const CREATE_SESSION: &str = "state.createSession";
@@ -148,7 +151,7 @@ pub const MIN_REWARD: f64 = -1.0;
 pub const MAX_REWARD: f64 = 1.0;
 
 // ---------------------------------------------------------------------------------------------
-// Ids and time
+// Ids
 // ---------------------------------------------------------------------------------------------
 
 /// Where session and episode ids come from (the node passes a UUID or random-hex generator).
@@ -165,123 +168,9 @@ impl<F: FnMut() -> String> IdSource for F {
     }
 }
 
-/// Formats Unix milliseconds as RFC 3339 UTC with milliseconds: `2026-03-18T12:00:00.000Z`.
-#[must_use]
-pub fn format_timestamp(ms: u64) -> String {
-    let secs = ms / 1000;
-    let millis = ms % 1000;
-    let second_of_day = secs % 86_400;
-    // u64::MAX / 86_400_000 fits an i64 comfortably.
-    let days = i64::try_from(secs / 86_400).unwrap_or(i64::MAX / 2);
-    let (year, month, day) = civil_from_days(days);
-    format!(
-        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.{millis:03}Z",
-        second_of_day / 3600,
-        second_of_day % 3600 / 60,
-        second_of_day % 60
-    )
-}
-
-/// Days since 1970-01-01 to a proleptic Gregorian (year, month, day) (H. Hinnant's algorithm).
-fn civil_from_days(days: i64) -> (i64, i64, i64) {
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    (year, month, day)
-}
-
 // ---------------------------------------------------------------------------------------------
-// Shared helpers for the primitives' dispatchers
+// Session checks shared by the primitives' dispatchers
 // ---------------------------------------------------------------------------------------------
-
-/// Decodes JSON-RPC params into `T`: an object as is, an array positionally by `names`, absent
-/// (`null`) as `{}`. Unknown members are ignored by `T`'s derive. Errors are −32602 naming the
-/// field.
-pub fn parse_params<T: DeserializeOwned>(params: &Value, names: &[&str]) -> Result<T, RpcError> {
-    let converted;
-    let source = match params {
-        Value::Object(_) => params,
-        Value::Null => {
-            converted = Value::Object(Map::new());
-            &converted
-        }
-        Value::Array(items) => {
-            if items.len() > names.len() {
-                return Err(invalid_params(
-                    format!(
-                        "expected at most {} positional params, got {}",
-                        names.len(),
-                        items.len()
-                    ),
-                    None,
-                ));
-            }
-            converted = Value::Object(
-                names
-                    .iter()
-                    .zip(items)
-                    .map(|(name, value)| ((*name).to_owned(), value.clone()))
-                    .collect(),
-            );
-            &converted
-        }
-        _ => {
-            return Err(invalid_params("params must be an object or an array", None));
-        }
-    };
-    serde_path_to_error::deserialize(source).map_err(|error| {
-        let path = error.path().to_string();
-        let reason = error.into_inner().to_string();
-        let field = if path.is_empty() || path == "." {
-            missing_field_name(&reason)
-        } else {
-            Some(path)
-        };
-        match field {
-            Some(field) => invalid_params(format!("{field}: {reason}"), Some(&field)),
-            None => invalid_params(reason, None),
-        }
-    })
-}
-
-/// The field name in serde's "missing field `x`" message.
-fn missing_field_name(reason: &str) -> Option<String> {
-    let rest = reason.strip_prefix("missing field `")?;
-    Some(rest.split('`').next()?.to_owned())
-}
-
-/// Checks a text param: not blank, at most `max` bytes; else −32602 naming `field`.
-pub(crate) fn text(value: &str, field: &str, max: usize) -> Result<(), RpcError> {
-    if value.trim().is_empty() {
-        return Err(invalid_params(
-            format!("{field}: must not be blank"),
-            Some(field),
-        ));
-    }
-    if value.len() > max {
-        return Err(invalid_params(
-            format!("{field}: {} bytes, at most {max}", value.len()),
-            Some(field),
-        ));
-    }
-    Ok(())
-}
-
-/// −32602 with message "Invalid params: {detail}" and `data: {"field": …}` when a field is known.
-pub(crate) fn invalid_params(detail: impl AsRef<str>, field: Option<&str>) -> RpcError {
-    let error =
-        RpcError::invalid_params().with_message(format!("Invalid params: {}", detail.as_ref()));
-    match field {
-        Some(field) => error.with_data(json!({ "field": field })),
-        None => error,
-    }
-}
 
 /// −32001 "Session Not Found" with `data: {"sessionId": …, "reason": "unknown" | "ended"}`.
 pub(crate) fn session_not_found(session_id: &str, ended: bool) -> RpcError {
@@ -314,30 +203,6 @@ pub(crate) fn require_active(
     }
 }
 
-/// −32602 when `text` is longer than `max` bytes.
-pub(crate) fn check_len(field: &str, text: &str, max: usize) -> Result<(), RpcError> {
-    if text.len() > max {
-        return Err(invalid_params(
-            format!("{field}: longer than {max} bytes"),
-            Some(field),
-        ));
-    }
-    Ok(())
-}
-
-/// Serializes a result; the result types cannot fail, but a failure is −32603, not a panic.
-pub(crate) fn to_result<T: Serialize>(value: &T) -> Result<Value, RpcError> {
-    serde_json::to_value(value).map_err(|_| RpcError::internal_error())
-}
-
-/// −32003 "Rate Limited" for a full store.
-pub(crate) fn capacity_error(what: &str, limit: usize) -> RpcError {
-    RpcError::from_code(RpcCode::RATE_LIMITED).with_data(json!({
-        "reason": format!("too many {what}"),
-        "limit": limit,
-    }))
-}
-
 /// Makes room for one more entry in a per-session map: drops entries of sessions that no longer
 /// exist, then of ended sessions; −32003 if the map is still full.
 pub(crate) fn make_room<V>(
@@ -357,24 +222,6 @@ pub(crate) fn make_room<V>(
         return Err(capacity_error(what, max));
     }
     Ok(())
-}
-
-/// The number of bytes of `value`'s compact JSON text.
-pub(crate) fn json_len(value: &Value) -> usize {
-    struct Counter(usize);
-    impl io::Write for Counter {
-        fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-            self.0 += buf.len();
-            Ok(buf.len())
-        }
-        fn flush(&mut self) -> io::Result<()> {
-            Ok(())
-        }
-    }
-    let mut counter = Counter(0);
-    // Writing a Value to an infallible writer cannot fail.
-    let _ = serde_json::to_writer(&mut counter, value);
-    counter.0
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -450,12 +297,11 @@ pub struct EpisodeInfo {
     pub recorded_at: String,
 }
 
-/// Result of `state.getSession` (the spec names the type but not its fields; see the module docs).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+/// What `createSession` was told about the agent; a [`Session`] keeps it and a [`SessionInfo`]
+/// shows it, both with these members inline (`#[serde(flatten)]`).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub struct SessionInfo {
-    /// The session's id.
-    pub session_id: String,
+pub struct AgentInfo {
     /// As given to `createSession`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub agent_name: Option<String>,
@@ -471,6 +317,17 @@ pub struct SessionInfo {
     /// As given to `createSession`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub metadata: Option<Map<String, Value>>,
+}
+
+/// Result of `state.getSession` (the spec names the type but not its fields; see the module docs).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SessionInfo {
+    /// The session's id.
+    pub session_id: String,
+    /// Who the session is for, as given to `createSession` (its members inline on the wire).
+    #[serde(flatten)]
+    pub agent: AgentInfo,
     /// Creation time, RFC 3339 UTC with milliseconds.
     pub created_at: String,
     /// `"active"` or `"ended"`.
@@ -581,21 +438,9 @@ pub struct Episode {
 pub struct Session {
     /// The session's id.
     pub session_id: String,
-    /// As given to `createSession`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub agent_name: Option<String>,
-    /// As given to `createSession`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub agent_type: Option<String>,
-    /// As given to `createSession`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub peer_id: Option<String>,
-    /// As given to `createSession`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub model: Option<String>,
-    /// As given to `createSession`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub metadata: Option<Map<String, Value>>,
+    /// Who the session is for, as given to `createSession` (its members inline on the wire).
+    #[serde(flatten)]
+    pub agent: AgentInfo,
     /// Unix milliseconds at creation.
     pub created_at_ms: u64,
     /// Unix milliseconds at `endSession`, once ended.
@@ -636,7 +481,7 @@ impl Session {
     /// What the other primitives need to know about this session.
     #[must_use]
     pub fn facts(&self) -> SessionFacts {
-        let metadata = self.metadata.as_ref();
+        let metadata = self.agent.metadata.as_ref();
         SessionFacts {
             active: self.ended_at_ms.is_none(),
             budget_limit: metadata
@@ -653,11 +498,7 @@ impl Session {
     pub fn info(&self) -> SessionInfo {
         SessionInfo {
             session_id: self.session_id.clone(),
-            agent_name: self.agent_name.clone(),
-            agent_type: self.agent_type.clone(),
-            peer_id: self.peer_id.clone(),
-            model: self.model.clone(),
-            metadata: self.metadata.clone(),
+            agent: self.agent.clone(),
             created_at: format_timestamp(self.created_at_ms),
             status: self.status(),
             ended_at: self.ended_at_ms.map(format_timestamp),
@@ -946,11 +787,13 @@ impl Sessions {
         }
         let session = Session {
             session_id: session_id.clone(),
-            agent_name: params.agent_name.clone(),
-            agent_type: params.agent_type.clone(),
-            peer_id: params.peer_id.clone(),
-            model: params.model.clone(),
-            metadata: params.metadata.clone(),
+            agent: AgentInfo {
+                agent_name: params.agent_name.clone(),
+                agent_type: params.agent_type.clone(),
+                peer_id: params.peer_id.clone(),
+                model: params.model.clone(),
+                metadata: params.metadata.clone(),
+            },
             created_at_ms: now_ms,
             ended_at_ms: None,
             state: BTreeMap::new(),
@@ -1142,6 +985,168 @@ impl Sessions {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::jsonrpc::RpcCode;
+
+    /// [`Session`] as it was before [`AgentInfo`] was flattened into it.
+    #[derive(Debug, PartialEq, Serialize, Deserialize)]
+    #[serde(rename_all = "camelCase")]
+    struct SessionBefore {
+        session_id: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        agent_name: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        agent_type: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        peer_id: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        model: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        metadata: Option<Map<String, Value>>,
+        created_at_ms: u64,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        ended_at_ms: Option<u64>,
+        #[serde(default)]
+        state: BTreeMap<String, Value>,
+        #[serde(default)]
+        state_bytes: usize,
+        #[serde(default)]
+        episodes: VecDeque<Episode>,
+        #[serde(default)]
+        episode_count: u64,
+    }
+
+    /// [`SessionInfo`] as it was before [`AgentInfo`] was flattened into it.
+    #[derive(Debug, PartialEq, Serialize, Deserialize)]
+    #[serde(rename_all = "camelCase")]
+    struct SessionInfoBefore {
+        session_id: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        agent_name: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        agent_type: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        peer_id: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        model: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        metadata: Option<Map<String, Value>>,
+        created_at: String,
+        status: SessionStatus,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        ended_at: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        duration: Option<u64>,
+        state_keys: usize,
+        episode_count: u64,
+        episodes: Vec<EpisodeInfo>,
+    }
+
+    fn before(s: &Session) -> SessionBefore {
+        SessionBefore {
+            session_id: s.session_id.clone(),
+            agent_name: s.agent.agent_name.clone(),
+            agent_type: s.agent.agent_type.clone(),
+            peer_id: s.agent.peer_id.clone(),
+            model: s.agent.model.clone(),
+            metadata: s.agent.metadata.clone(),
+            created_at_ms: s.created_at_ms,
+            ended_at_ms: s.ended_at_ms,
+            state: s.state.clone(),
+            state_bytes: s.state_bytes,
+            episodes: s.episodes.clone(),
+            episode_count: s.episode_count,
+        }
+    }
+
+    fn info_before(i: &SessionInfo) -> SessionInfoBefore {
+        SessionInfoBefore {
+            session_id: i.session_id.clone(),
+            agent_name: i.agent.agent_name.clone(),
+            agent_type: i.agent.agent_type.clone(),
+            peer_id: i.agent.peer_id.clone(),
+            model: i.agent.model.clone(),
+            metadata: i.agent.metadata.clone(),
+            created_at: i.created_at.clone(),
+            status: i.status,
+            ended_at: i.ended_at.clone(),
+            duration: i.duration,
+            state_keys: i.state_keys,
+            episode_count: i.episode_count,
+            episodes: i.episodes.clone(),
+        }
+    }
+
+    #[test]
+    fn flattened_agent_info_writes_and_reads_the_same_json() {
+        let metadata = json!({"budget": {"max": 2.5}, "maxDepth": 7, "big": 18_446_744_073_709_551_615_u64,
+            "neg": -3, "f": 0.1, "nested": [null, true, "x", {"é": 1e300}]});
+        let full = Session {
+            session_id: "sess-1".into(),
+            agent: AgentInfo {
+                agent_name: Some("web-researcher".into()),
+                agent_type: Some("autonomous".into()),
+                peer_id: Some("12D3KooWabc".into()),
+                model: Some("gemma-3-27b".into()),
+                metadata: metadata.as_object().cloned(),
+            },
+            created_at_ms: 1_773_842_400_000,
+            ended_at_ms: Some(1_773_842_460_000),
+            state: BTreeMap::from([("k".to_owned(), json!({"v": [1, 2]}))]),
+            state_bytes: 12,
+            episodes: VecDeque::from([Episode {
+                episode_id: "ep-1".into(),
+                outcome: "success".into(),
+                reward: 0.85,
+                recorded_at_ms: 1_773_842_430_000,
+            }]),
+            episode_count: 3,
+        };
+        let bare = Session {
+            session_id: "sess-2".into(),
+            agent: AgentInfo::default(),
+            created_at_ms: 0,
+            ended_at_ms: None,
+            state: BTreeMap::new(),
+            state_bytes: 0,
+            episodes: VecDeque::new(),
+            episode_count: 0,
+        };
+        let partial = Session {
+            agent: AgentInfo {
+                model: Some("m".into()),
+                ..AgentInfo::default()
+            },
+            ..bare.clone()
+        };
+        for session in [full, bare, partial] {
+            // Written: the same bytes, compact and pretty.
+            let text = serde_json::to_string(&session).unwrap();
+            assert_eq!(text, serde_json::to_string(&before(&session)).unwrap());
+            assert_eq!(
+                serde_json::to_string_pretty(&session).unwrap(),
+                serde_json::to_string_pretty(&before(&session)).unwrap()
+            );
+            let info = session.info();
+            let info_text = serde_json::to_string(&info).unwrap();
+            assert_eq!(
+                info_text,
+                serde_json::to_string(&info_before(&info)).unwrap()
+            );
+            // Read: the same values, from the old form and with unknown members around.
+            assert_eq!(serde_json::from_str::<Session>(&text).unwrap(), session);
+            assert_eq!(
+                before(&serde_json::from_str::<Session>(&text).unwrap()),
+                serde_json::from_str::<SessionBefore>(&text).unwrap()
+            );
+            let mut extra: Value = serde_json::from_str(&text).unwrap();
+            extra["unknownMember"] = json!({"x": 1});
+            assert_eq!(serde_json::from_value::<Session>(extra).unwrap(), session);
+            assert_eq!(
+                serde_json::from_str::<SessionInfo>(&info_text).unwrap(),
+                info
+            );
+        }
+    }
 
     #[test]
     fn timestamps_are_rfc3339_utc_millis() {

@@ -1,7 +1,7 @@
 //! Ed25519 verification under the `verify_strict` rule, for a sender key that is decoded once and
 //! then reused for every message from that sender.
 //!
-//! The v2 envelope pins ed25519-dalek's `VerifyingKey::verify_strict` (spec §2.1, issue 4,
+//! The v2 envelope pins ed25519-dalek's `VerifyingKey::verify_strict` (spec §2.1, pinned in
 //! `docs/hyperspace-wire.md`). That rule accepts a signature `(R, s)` on `M` under the key bytes
 //! `A` exactly when
 //! 1. `s` is a canonical scalar (`s < ℓ`),

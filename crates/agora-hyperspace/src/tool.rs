@@ -1,7 +1,7 @@
 //! The Tool primitive (`tool.*`), sans IO: a registry of local tools, discovery over local tools
 //! and the tools of live capability cards, per-tool analytics and reputation, and invoke routing.
 //!
-//! Spec references (`hyperspace-gossiping-agents-protocol.txt`):
+//! Spec references (the Hyperspace Gossiping Agents Protocol):
 //!
 //! - §4.3 "Tool Primitive":
 //!   `tool.discover(query, capabilities?, minReputation?, maxLatency?, geo?) → { tools[] }`,
@@ -109,8 +109,11 @@ use serde_json::{Value, json};
 
 use crate::card::{CapabilityCard, CardLimits, CardTable};
 use crate::jsonrpc::{RpcCode, RpcError};
+use crate::params::{capacity_error, invalid_params, parse_params, to_result};
 use crate::payments::Price;
-use crate::state::{IdSource, capacity_error, invalid_params, parse_params, to_result};
+use crate::state::IdSource;
+use crate::tool_record::{FieldError, check_tool_fields, field_error};
+pub use crate::tool_record::{ToolLimits, ToolRecord};
 
 /// `tool.discover`.
 pub const DISCOVER: &str = "tool.discover";
@@ -141,32 +144,6 @@ pub const REPUTATION_PRIOR_WEIGHT: f64 = 4.0;
 // ---------------------------------------------------------------------------------------------
 // Wire types
 // ---------------------------------------------------------------------------------------------
-
-/// One tool as `tool.discover`, `tool.listRegistered` and capability cards show it (§4.3).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct ToolRecord {
-    /// The tool id (`"tool-8f3a2b"`).
-    pub id: String,
-    /// Short name (`"web-search"`).
-    pub name: String,
-    /// The peer that runs the tool (may be omitted inside a capability card).
-    #[serde(default)]
-    pub peer_id: String,
-    /// What the tool does.
-    pub description: String,
-    /// Capability tags (`["search", "scrape"]`).
-    pub capabilities: Vec<String>,
-    /// `0..=1` (see the module docs for where it comes from).
-    pub reputation: f64,
-    /// Mean duration, whole milliseconds (0 when unknown).
-    pub avg_latency: u64,
-    /// The tool's schema, a JSON object (the spec shows `{input, output}` JSON Schemas).
-    pub schema: Value,
-    /// Its price per invocation, when it has one (`micropayments`, issue 20).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub price: Option<Price>,
-}
 
 /// Params of `tool.discover(query, capabilities?, minReputation?, maxLatency?, geo?)`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -337,129 +314,6 @@ impl Analytics {
 // ---------------------------------------------------------------------------------------------
 // Limits and validation
 // ---------------------------------------------------------------------------------------------
-
-/// Memory bounds of [`ToolRegistry`] and of one tool (see the module docs).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct ToolLimits {
-    /// Local tools kept.
-    pub max_local_tools: usize,
-    /// Bytes of a tool id.
-    pub max_id_bytes: usize,
-    /// Bytes of `name`.
-    pub max_name_bytes: usize,
-    /// Bytes of `description`.
-    pub max_description_bytes: usize,
-    /// Entries of `capabilities`.
-    pub max_capabilities: usize,
-    /// Bytes of one capability.
-    pub max_capability_bytes: usize,
-    /// Bytes of `schema`, serialized.
-    pub max_schema_bytes: usize,
-    /// Bytes of a discover `query`.
-    pub max_query_bytes: usize,
-    /// Tools returned by `tool.discover`.
-    pub max_discover_results: usize,
-    /// Analytics entries kept.
-    pub max_analytics: usize,
-}
-
-impl Default for ToolLimits {
-    fn default() -> Self {
-        Self {
-            max_local_tools: 256,
-            max_id_bytes: 128,
-            max_name_bytes: 128,
-            max_description_bytes: 4096,
-            max_capabilities: 32,
-            max_capability_bytes: 64,
-            max_schema_bytes: 64 * 1024,
-            max_query_bytes: 1024,
-            max_discover_results: 100,
-            max_analytics: 4096,
-        }
-    }
-}
-
-type FieldError = (String, String);
-
-fn field_error(field: &str, reason: impl Into<String>) -> FieldError {
-    (field.to_owned(), reason.into())
-}
-
-fn check_text(field: &str, text: &str, max: usize) -> Result<(), FieldError> {
-    if text.trim().is_empty() {
-        return Err(field_error(field, "must not be empty"));
-    }
-    if text.len() > max {
-        return Err(field_error(field, format!("longer than {max} bytes")));
-    }
-    Ok(())
-}
-
-/// Validates name, description, schema and capabilities; returns the deduplicated capabilities.
-fn check_tool_fields(
-    name: &str,
-    description: &str,
-    schema: &Value,
-    capabilities: &[String],
-    limits: &ToolLimits,
-) -> Result<Vec<String>, FieldError> {
-    check_text("name", name, limits.max_name_bytes)?;
-    check_text("description", description, limits.max_description_bytes)?;
-    if !schema.is_object() {
-        return Err(field_error("schema", "must be a JSON object"));
-    }
-    let schema_bytes = serde_json::to_string(schema).map_or(usize::MAX, |text| text.len());
-    if schema_bytes > limits.max_schema_bytes {
-        return Err(field_error(
-            "schema",
-            format!("longer than {} bytes", limits.max_schema_bytes),
-        ));
-    }
-    if capabilities.is_empty() {
-        return Err(field_error("capabilities", "must not be empty"));
-    }
-    if capabilities.len() > limits.max_capabilities {
-        return Err(field_error(
-            "capabilities",
-            format!("more than {} entries", limits.max_capabilities),
-        ));
-    }
-    let mut seen = BTreeSet::new();
-    let mut kept = Vec::with_capacity(capabilities.len());
-    for (i, capability) in capabilities.iter().enumerate() {
-        check_text(
-            &format!("capabilities[{i}]"),
-            capability,
-            limits.max_capability_bytes,
-        )?;
-        if seen.insert(capability.to_ascii_lowercase()) {
-            kept.push(capability.clone());
-        }
-    }
-    Ok(kept)
-}
-
-/// Validates an advertised tool record (used by [`crate::card`]); `Err((field, reason))`.
-pub(crate) fn validate_record(record: &ToolRecord, limits: &ToolLimits) -> Result<(), FieldError> {
-    if record.id.is_empty() || record.id.len() > limits.max_id_bytes {
-        return Err(field_error(
-            "id",
-            format!("must be 1..={} bytes", limits.max_id_bytes),
-        ));
-    }
-    if !record.reputation.is_finite() || !(0.0..=1.0).contains(&record.reputation) {
-        return Err(field_error("reputation", "must be a number in 0..=1"));
-    }
-    check_tool_fields(
-        &record.name,
-        &record.description,
-        &record.schema,
-        &record.capabilities,
-        limits,
-    )
-    .map(|_| ())
-}
 
 fn to_invalid_params((field, reason): FieldError) -> RpcError {
     invalid_params(format!("{field}: {reason}"), Some(&field))

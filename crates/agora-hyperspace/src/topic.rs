@@ -2,7 +2,7 @@
 //!
 //! Spec §2.1 "Gossip Topics" and §7.1: every topic is `hyperspace/{dataType}/{scope}`. On the
 //! owner topics `hyperspace/capabilities/{peerId}` and `hyperspace/reputation/{peerId}` only
-//! `{peerId}` itself may publish (issue 4, pinned wire decisions).
+//! `{peerId}` itself may publish (a wire decision the spec leaves open, pinned in `docs/hyperspace-wire.md`).
 
 use std::fmt;
 

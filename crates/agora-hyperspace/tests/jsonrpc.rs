@@ -1,4 +1,4 @@
-//! JSON-RPC 2.0 framing: the jsonrpsee conformance table of `notes/rust-stack.md` §2.2 row by row,
+//! JSON-RPC 2.0 framing: jsonrpsee's behaviour on malformed input, case by case,
 //! repeated members, exact wire bytes, error codes, and properties over arbitrary input.
 #![allow(clippy::unwrap_used)]
 

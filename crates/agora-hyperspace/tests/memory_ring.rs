@@ -1,6 +1,6 @@
 //! Memory ring vectors (`tests/vectors/hyperspace/memory-ring.json`), computed by an independent
 //! implementation: five real PeerIds (from fixed Ed25519 seeds) and 20 memory ids → key
-//! positions and owner triples, plus the notes' regression anchor.
+//! positions and owner triples, plus one regression anchor.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 

@@ -1,5 +1,5 @@
-//! `improving.augment` with `FULL_PIPELINE` (spec §5.2, SiriuS stages 2–3 after the notes'
-//! `hyperspace-primitives.md` §3.2): the prompt that asks a model to regenerate a failed run from
+//! `improving.augment` with `FULL_PIPELINE` (spec §5.2, SiriuS's stages 2–3, critique
+//! and regeneration): the prompt that asks a model to regenerate a failed run from
 //! its critique and the best successful run, and the strict schema its answer must fit.
 //! `FEEDBACK_ONLY` needs no model: [`super::Library::critique`].
 //!

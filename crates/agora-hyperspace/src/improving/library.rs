@@ -1,6 +1,5 @@
 //! The trajectory library of one task type (spec §5.2) and contributor reputation (§9.4), after
-//! the notes' `hyperspace-primitives.md` §3.4 (arXiv 2505.00234 curation, SiriuS critique,
-//! Agent0 difficulty bands).
+//! arXiv 2505.00234's curation, SiriuS's critique and Agent0's difficulty bands.
 //!
 //! **Admission** ([`Library::admit`]): deduplicated by content hash; a shared trajectory below
 //! the node's `minReward` is not admitted; the library holds at most `max` trajectories, and a

@@ -1,6 +1,6 @@
 //! The Self-Improving primitive (spec §5.2, §7.3, §9.3, §9.4), sans IO: trajectories, the
 //! library of one task type, exemplar selection, curation, augmentation by critique, difficulty
-//! and contributor reputation (notes: `hyperspace-primitives.md` §3).
+//! and contributor reputation.
 //!
 //! | module | owns |
 //! |---|---|

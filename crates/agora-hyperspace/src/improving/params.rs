@@ -18,7 +18,7 @@ use serde_json::Value;
 use super::library::Strategy;
 use super::trajectory::{valid_task_type, valid_trajectory_id};
 use crate::jsonrpc::RpcError;
-use crate::state::{invalid_params, parse_params};
+use crate::params::{invalid_params, parse_params};
 
 /// Default `limit` of `getExemplars`.
 pub const DEFAULT_EXEMPLARS: usize = 3;

@@ -147,10 +147,7 @@ pub fn valid_task_type(t: &str) -> bool {
 /// The trajectory id made of 4 random bytes.
 #[must_use]
 pub fn trajectory_id(random: [u8; 4]) -> String {
-    format!(
-        "traj-{:02x}{:02x}{:02x}{:02x}",
-        random[0], random[1], random[2], random[3]
-    )
+    format!("traj-{}", hex::encode(random))
 }
 
 pub(crate) fn check_steps(
@@ -355,7 +352,7 @@ impl Trajectory {
             &mut text,
         );
         let digest = Sha256::digest(text.as_bytes());
-        digest.iter().map(|b| format!("{b:02x}")).collect()
+        hex::encode(digest)
     }
 
     /// Its state (before any augmentation).

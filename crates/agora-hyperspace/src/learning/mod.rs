@@ -1,6 +1,6 @@
 //! The Learning primitive (spec §5.1), sans IO: playbooks of context bullets that an agent grows
-//! from its own executions (ACE's Generator/Reflector/Curator; notes:
-//! `hyperspace-primitives.md` §2).
+//! from its own executions (ACE's Generator/Reflector/Curator,
+//! Agentic Context Engineering).
 //!
 //! | module | owns |
 //! |---|---|

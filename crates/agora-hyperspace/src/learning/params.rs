@@ -18,7 +18,7 @@ use serde_json::Value;
 use super::playbook::Section;
 use super::reflect::{Execution, Mode, Step};
 use crate::jsonrpc::RpcError;
-use crate::state::{invalid_params, parse_params, text};
+use crate::params::{invalid_params, parse_params, text};
 
 /// Limits of the learning methods.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

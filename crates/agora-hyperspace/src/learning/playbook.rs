@@ -1,5 +1,5 @@
-//! Playbooks and their bullets (spec §5.1 "Concepts"), after ACE's grow-and-refine (notes:
-//! `hyperspace-primitives.md` §2).
+//! Playbooks and their bullets (spec §5.1 "Concepts"), after ACE's grow-and-refine
+//! (Agentic Context Engineering).
 //!
 //! - A bullet is `{id, section, content, helpfulCount, harmfulCount, createdAt, updatedAt,
 //!   source}` ([`Bullet`]); its id is `<section>-<seq>` with `seq` zero-padded to 5 digits

@@ -3,7 +3,7 @@
 //! methods, the merge of partial search results, the node-to-node wire messages and the
 //! anti-entropy digests.
 //!
-//! Spec references (`hyperspace-gossiping-agents-protocol.txt`): §4.4 "Memory Primitive" (750
+//! Hyperspace spec references: §4.4 "Memory Primitive" (750
 //! virtual nodes, 3× replication, SHA-256 routing, O(log V) lookup; the methods and the
 //! `memory.search` example), §2.1 topic `hyperspace/crdt/sync/memory`, §8 −32007 "Replication
 //! Failed", §9.3 "Memory encryption at rest", "GDPR-compliant data deletion". The spec leaves the

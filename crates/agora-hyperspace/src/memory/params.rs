@@ -20,7 +20,7 @@ use serde_json::Value;
 
 use super::record::{Tier, valid_memory_id};
 use crate::jsonrpc::RpcError;
-use crate::state::{invalid_params, parse_params, text};
+use crate::params::{invalid_params, parse_params, text};
 
 /// Size limits of the memory methods.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

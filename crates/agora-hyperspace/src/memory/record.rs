@@ -15,7 +15,7 @@
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::Value;
 
-use crate::state::format_timestamp;
+use crate::timestamp::{format_timestamp, parse_timestamp};
 
 /// Longest memory id accepted (ids made here are 28 bytes; others may come from peers).
 pub const MAX_ID_BYTES: usize = 128;
@@ -150,12 +150,7 @@ pub fn merge(current: Option<&Entry>, incoming: &Entry) -> Resolution {
 /// A new memory id from 12 random bytes: `mem-` and 24 lowercase hex digits.
 #[must_use]
 pub fn new_memory_id(random: [u8; 12]) -> String {
-    let mut id = String::with_capacity(28);
-    id.push_str("mem-");
-    for b in random {
-        id.push_str(&format!("{b:02x}"));
-    }
-    id
+    format!("mem-{}", hex::encode(random))
 }
 
 /// Whether `id` is acceptable as a memory id: 1..=[`MAX_ID_BYTES`] bytes of ASCII letters,
@@ -178,48 +173,7 @@ pub fn format_time(ms: u64) -> String {
 /// Parses `YYYY-MM-DDTHH:MM:SS.mmmZ` (milliseconds optional) into Unix ms.
 #[must_use]
 pub fn parse_time(text: &str) -> Option<u64> {
-    let b = text.as_bytes();
-    if b.len() < 20
-        || b[4] != b'-'
-        || b[7] != b'-'
-        || b[10] != b'T'
-        || b[13] != b':'
-        || b[16] != b':'
-    {
-        return None;
-    }
-    let num = |r: std::ops::Range<usize>| -> Option<i64> {
-        let s = text.get(r)?;
-        if !s.bytes().all(|c| c.is_ascii_digit()) {
-            return None;
-        }
-        s.parse().ok()
-    };
-    let (y, mo, d) = (num(0..4)?, num(5..7)?, num(8..10)?);
-    let (h, mi, s) = (num(11..13)?, num(14..16)?, num(17..19)?);
-    let millis = match &b[19..] {
-        b"Z" => 0,
-        [b'.', rest @ ..] if rest.len() == 4 && rest[3] == b'Z' => num(20..23)?,
-        _ => return None,
-    };
-    if !(1..=12).contains(&mo) || !(1..=31).contains(&d) || h > 23 || mi > 59 || s > 59 {
-        return None;
-    }
-    let days = days_from_civil(y, mo, d);
-    let ms = ((days * 86_400 + h * 3600 + mi * 60 + s) * 1000) + millis;
-    let ms = u64::try_from(ms).ok()?;
-    (format_timestamp(ms).get(..10) == text.get(..10)).then_some(ms)
-}
-
-/// Days since 1970-01-01 of a proleptic Gregorian date (H. Hinnant's algorithm).
-fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
-    let y = if m <= 2 { y - 1 } else { y };
-    let era = y.div_euclid(400);
-    let yoe = y.rem_euclid(400);
-    let mp = if m > 2 { m - 3 } else { m + 9 };
-    let doy = (153 * mp + 2) / 5 + d - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    era * 146_097 + doe - 719_468
+    parse_timestamp(text)
 }
 
 pub(crate) mod rfc3339 {

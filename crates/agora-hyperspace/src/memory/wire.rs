@@ -176,25 +176,13 @@ mod hex32 {
     use serde::{Deserialize, Deserializer, Serializer};
 
     pub(super) fn serialize<S: Serializer>(b: &[u8; 32], s: S) -> Result<S::Ok, S::Error> {
-        let text: String = b.iter().map(|x| format!("{x:02x}")).collect();
-        s.serialize_str(&text)
+        s.serialize_str(&hex::encode(b))
     }
 
     pub(super) fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<[u8; 32], D::Error> {
         let text = String::deserialize(d)?;
-        let bad = || serde::de::Error::custom("digest: 64 lowercase hex digits expected");
-        if text.len() != 64 {
-            return Err(bad());
-        }
-        let mut out = [0u8; 32];
-        for (i, o) in out.iter_mut().enumerate() {
-            let pair = text.get(2 * i..2 * i + 2).ok_or_else(bad)?;
-            if pair.bytes().any(|c| c.is_ascii_uppercase()) {
-                return Err(bad());
-            }
-            *o = u8::from_str_radix(pair, 16).map_err(|_| bad())?;
-        }
-        Ok(out)
+        crate::envelope::unhex::<32>(&text)
+            .ok_or_else(|| serde::de::Error::custom("digest: 64 lowercase hex digits expected"))
     }
 }
 

@@ -59,7 +59,7 @@ impl Challenge {
         now_ms: u64,
         ttl_ms: u64,
     ) -> Self {
-        let id: String = random[..16].iter().map(|b| format!("{b:02x}")).collect();
+        let id = hex::encode(&random[..16]);
         Self {
             challenge_id: format!("pc-{id}"),
             resource: resource.to_owned(),

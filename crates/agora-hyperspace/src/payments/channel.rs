@@ -250,7 +250,7 @@ impl Channel {
         }
     }
 
-    /// Checks `v` against the channel's state (not its signature: [`Channel::signed_digest`]
+    /// Checks `v` against the channel's state (not its signature: [`Channel::signed_bytes`]
     /// and the node's key lookup do that) and, when it passes, records it.
     pub fn accept(&mut self, v: &Voucher) -> Result<(), ChannelError> {
         if self.status == Status::Closed {

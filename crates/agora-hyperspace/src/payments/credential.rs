@@ -356,8 +356,7 @@ impl Credential {
     /// signature.
     pub fn receipt_id(&self) -> String {
         let h = Sha256::digest(&self.signature);
-        let hex: String = h[..16].iter().map(|b| format!("{b:02x}")).collect();
-        format!("rcpt-{hex}")
+        format!("rcpt-{}", hex::encode(&h[..16]))
     }
 
     /// The JSON form (what settlement records carry, so that any node can check the payer's

@@ -1,6 +1,6 @@
 //! The Micropayments primitive (`micropayments.*`), sans IO.
 //!
-//! Spec (`hyperspace-gossiping-agents-protocol.txt`): §6 "Micropayments Primitive" (PayChallenge,
+//! Hyperspace spec: §6 "Micropayments Primitive" (PayChallenge,
 //! PayCredential, PayChannel; the five methods; the HTTP 402 flow of §6.3; the streaming channel
 //! of §6.4), §2.1 topic `hyperspace/settlements/{round}`, §8 −32002 "Budget Exceeded". Where the
 //! spec is silent the shapes are x402's (Coinbase's HTTP 402 protocol: `PaymentRequirements`,
@@ -135,7 +135,7 @@ pub mod amount_serde {
     }
 }
 
-/// A price per use (a priced tool, issue 20): points, USDC atomic units, or both (the payer
+/// A price per use (a priced tool, spec §6): points, USDC atomic units, or both (the payer
 /// chooses). At least one is set and positive ([`Price::check`]).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
@@ -172,27 +172,17 @@ impl Price {
 
 /// Lower-case hex with `0x`.
 pub fn hex0x(bytes: &[u8]) -> String {
-    let mut s = String::with_capacity(2 + bytes.len() * 2);
-    s.push_str("0x");
-    for b in bytes {
-        s.push_str(&format!("{b:02x}"));
-    }
-    s
+    format!("0x{}", hex::encode(bytes))
 }
 
-/// Decodes hex with an optional `0x` of exactly `N` bytes.
+/// Decodes hex (either case) with an optional `0x` of exactly `N` bytes.
 pub fn unhex<const N: usize>(s: &str) -> Option<[u8; N]> {
     let h = s
         .strip_prefix("0x")
         .or_else(|| s.strip_prefix("0X"))
         .unwrap_or(s);
-    if h.len() != N * 2 {
-        return None;
-    }
     let mut out = [0u8; N];
-    for (i, o) in out.iter_mut().enumerate() {
-        *o = u8::from_str_radix(h.get(2 * i..2 * i + 2)?, 16).ok()?;
-    }
+    hex::decode_to_slice(h, &mut out).ok()?;
     Some(out)
 }
 
@@ -238,5 +228,12 @@ mod tests {
         assert_eq!(unhex::<4>("0001ABFF"), Some(b));
         assert_eq!(unhex::<4>("0x0001ab"), None);
         assert_eq!(unhex::<2>("zz00"), None);
+    }
+
+    #[test]
+    fn a_sign_is_not_a_hex_digit() {
+        // `u8::from_str_radix`, which decoded pairs before the `hex` crate, took "+a" as 0x0a.
+        assert_eq!(unhex::<2>("+a+b"), None);
+        assert_eq!(unhex::<2>("0x+a0b"), None);
     }
 }

@@ -61,6 +61,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use agora_bucket::TokenBucket;
 use agora_hyperspace::jsonrpc::{self, ErrorResponse, Frame, Id, Request, Response, RpcError};
 use axum::Router;
 use axum::extract::State;
@@ -411,33 +412,16 @@ fn as_response(text: &str) -> Option<Value> {
 // Rate limits and authentication
 // ---------------------------------------------------------------------------------------------
 
-/// Token bucket.
-#[derive(Clone, Copy, Debug)]
-struct Bucket {
-    tokens: f64,
-    last: Instant,
+/// Milliseconds since the first call, the clock of the token buckets: a bucket is `rate` deep
+/// (one second of burst) and refills at `rate` a second.
+fn now_ms() -> u64 {
+    static EPOCH: std::sync::OnceLock<Instant> = std::sync::OnceLock::new();
+    u64::try_from(EPOCH.get_or_init(Instant::now).elapsed().as_millis()).unwrap_or(u64::MAX)
 }
 
-impl Bucket {
-    fn new(rate: f64) -> Self {
-        Self {
-            tokens: rate,
-            last: Instant::now(),
-        }
-    }
-
-    /// Takes one token; on refusal, how long until one is available.
-    fn take(&mut self, rate: f64, now: Instant) -> Result<(), u64> {
-        let elapsed = now.duration_since(self.last).as_secs_f64();
-        self.tokens = (self.tokens + elapsed * rate).min(rate);
-        self.last = now;
-        if self.tokens >= 1.0 {
-            self.tokens -= 1.0;
-            Ok(())
-        } else {
-            Err((((1.0 - self.tokens) / rate) * 1000.0).ceil() as u64)
-        }
-    }
+/// A full bucket for `rate` requests a second.
+fn full_bucket(rate: f64) -> TokenBucket {
+    TokenBucket::new(rate, now_ms())
 }
 
 /// An authenticated client.
@@ -460,7 +444,7 @@ pub struct RpcState {
     /// Live session tokens → session id (maintained by the Hyperspace service).
     pub tokens: Arc<Mutex<HashMap<String, String>>>,
     /// Per-credential buckets.
-    key_buckets: Arc<Mutex<HashMap<Principal, Bucket>>>,
+    key_buckets: Arc<Mutex<HashMap<Principal, TokenBucket>>>,
     /// Requests per second per connection (default [`CONN_RATE`]).
     pub conn_rate: f64,
     /// Requests per second per credential (default [`KEY_RATE`]).
@@ -565,17 +549,17 @@ impl RpcState {
             return Ok(());
         };
         let rate = self.key_rate;
-        let now = Instant::now();
+        let now = now_ms();
         if let Some(bucket) = buckets.get_mut(principal) {
-            return bucket.take(rate, now);
+            return bucket.take(rate, rate, now);
         }
         if buckets.len() > 100_000 {
-            buckets.retain(|_, b| now.duration_since(b.last).as_secs() < 60);
+            buckets.retain(|_, b| now.saturating_sub(b.last_ms()) < 60_000);
         }
         buckets
             .entry(principal.clone())
-            .or_insert_with(|| Bucket::new(rate))
-            .take(rate, now)
+            .or_insert_with(|| full_bucket(rate))
+            .take(rate, rate, now)
     }
 }
 
@@ -655,7 +639,7 @@ struct Conn {
     caller: Caller,
     flow: Arc<Flow>,
     out: mpsc::Sender<Outgoing>,
-    bucket: Bucket,
+    bucket: TokenBucket,
     /// Nothing is read before this instant (the connection went over a rate limit).
     paused_until: Option<tokio::time::Instant>,
     /// When an id-less −32003 was last sent.
@@ -696,7 +680,7 @@ async fn session(state: RpcState, caller: Caller, socket: WebSocket) {
         caller,
         flow,
         out,
-        bucket: Bucket::new(state.conn_rate),
+        bucket: full_bucket(state.conn_rate),
         paused_until: None,
         idless_refusal: None,
     };
@@ -872,7 +856,7 @@ impl Conn {
         }
         let taken = self
             .bucket
-            .take(state.conn_rate, Instant::now())
+            .take(state.conn_rate, state.conn_rate, now_ms())
             .and_then(|()| state.take_key_token(&self.caller.principal));
         if let Err(ms) = taken {
             *refused = Some(ms);
@@ -1127,16 +1111,13 @@ mod tests {
 
     #[test]
     fn buckets_refill_at_their_rate() {
-        let t0 = Instant::now();
-        let mut b = Bucket {
-            tokens: 2.0,
-            last: t0,
-        };
-        assert!(b.take(2.0, t0).is_ok());
-        assert!(b.take(2.0, t0).is_ok());
-        let wait = b.take(2.0, t0).unwrap_err();
+        let t0 = now_ms();
+        let mut b = TokenBucket::new(2.0, t0);
+        assert!(b.take(2.0, 2.0, t0).is_ok());
+        assert!(b.take(2.0, 2.0, t0).is_ok());
+        let wait = b.take(2.0, 2.0, t0).unwrap_err();
         assert_eq!(wait, 500);
-        assert!(b.take(2.0, t0 + Duration::from_millis(500)).is_ok());
+        assert!(b.take(2.0, 2.0, t0 + 500).is_ok());
     }
 
     fn headers(v: Option<&str>) -> HeaderMap {

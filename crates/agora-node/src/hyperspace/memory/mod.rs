@@ -52,7 +52,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use agora_agtp::ratelimit::{Decision, RateConfig, RateLimiter};
+use agora_bucket::{Decision, RateConfig, RateLimiter};
 use agora_hyperspace::jsonrpc::{RpcCode, RpcError};
 use agora_hyperspace::memory::params::{
     ArchiveParams, DeleteParams, GetParams, ListParams, MemoryLimits, SearchParams, StoreParams,
