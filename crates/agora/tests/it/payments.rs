@@ -5,14 +5,13 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod support;
-
 use std::io::Write as _;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use support::{Ws, eventually, get_json, rpc_call, rpc_connect, spawn_node};
+
+use crate::support::{self, Ws, eventually, get_json, rpc_call, rpc_connect, spawn_node};
 
 /// hardhat's well-known account #1 (a public test key).
 const PAYER_KEY: &str = "0x59c6995e998f97a5a0044966f0945389dc9e86dae88c7a8412f4603b6b78690d";

@@ -9,22 +9,18 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod support;
-
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use futures::{SinkExt, StreamExt};
 use serde_json::{Value, json};
-use support::{Node, Ws, eventually, register_tool, rss_bytes, spawn_node};
 use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 use tokio_tungstenite::tungstenite::protocol::frame::Frame;
 use tokio_tungstenite::tungstenite::protocol::frame::coding::{Data, OpCode};
 
-/// The flood tests measure memory and latency, so they run one at a time.
-static HEAVY: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+use crate::support::{self, HEAVY, Node, Ws, eventually, register_tool, rss_bytes, spawn_node};
 
 const MIB: u64 = 1 << 20;
 /// The node's resident memory stays below this during a flood.

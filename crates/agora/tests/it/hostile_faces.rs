@@ -6,8 +6,6 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod support;
-
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader};
 use std::path::Path;
@@ -18,11 +16,12 @@ use std::time::{Duration, Instant};
 
 use futures::{SinkExt, StreamExt};
 use serde_json::{Value, json};
-use support::{eventually, now};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 use tokio_tungstenite::tungstenite::{self, Message};
+
+use crate::support::{HEAVY, eventually, now};
 
 const KEY: &str = "a-node-key-of-sufficient-length";
 
@@ -352,6 +351,7 @@ async fn trickle(addr: &str, first: &str) -> Duration {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn slow_headers_and_idle_keep_alive_are_closed_within_the_header_timeout() {
+    let _heavy = HEAVY.lock().await;
     let dir = tempfile::tempdir().unwrap();
     let node = start(&dir.path().join("n"), &["--header-timeout", "1"], &[]);
     let (http, agh, rpc) = (node.addr("http"), node.addr("agh"), node.addr("rpc"));
@@ -681,6 +681,7 @@ async fn faces_beyond_loopback_need_the_key_which_is_checked_on_every_face() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_agent_that_does_not_read_costs_few_log_lines_and_its_drops_are_counted() {
+    let _heavy = HEAVY.lock().await;
     let dir = tempfile::tempdir().unwrap();
     let node = start(&dir.path().join("n"), &[], &[]);
     let started = Instant::now();
@@ -830,6 +831,7 @@ async fn channels_per_connection_are_capped_and_their_topics_left_after_disconne
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_flood_of_idle_connections_is_bounded_and_its_memory_comes_back() {
+    let _heavy = HEAVY.lock().await;
     let dir = tempfile::tempdir().unwrap();
     let node = start(&dir.path().join("n"), &[], &[]);
     let pid = node.child.id();

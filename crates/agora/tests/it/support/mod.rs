@@ -24,6 +24,11 @@ use tokio_tungstenite::tungstenite::Message;
 pub(crate) type Ws =
     tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
 
+/// Held by the tests that measure a node's latency or memory under load (floods in
+/// `hostile_rpc` and `hostile_faces`), so they run one at a time: every module shares this
+/// process, and the cores, with the others.
+pub(crate) static HEAVY: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
 /// Unix seconds now.
 pub(crate) fn now() -> i64 {
     SystemTime::now()
