@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
-# CI smoke test for the agora-agh fuzz targets: build every target, then run each one for
-# ${FUZZ_SECONDS:-10} seconds starting from its committed seed corpus. Exits non-zero when the
-# build fails or any target finds a crash, panic, oracle violation, timeout or OOM.
+# CI smoke test for every fuzz target (agora-agh, agora-hyperspace and agora-agtp; the 13 of
+# `cargo fuzz list`, as README.md lists them): build them all, then run each one for
+# ${FUZZ_SECONDS:-10} seconds starting from its committed seed corpus (empty when it has none),
+# new inputs going to a scratch directory. Exits non-zero when the build fails, when a target
+# finds a crash, panic, oracle violation, timeout or OOM, or when `cargo fuzz list` does not name
+# exactly the files of fuzz_targets/ (common.rs, the shared helpers, aside).
 set -euo pipefail
 
 cd "$(dirname "$0")"
@@ -17,6 +20,13 @@ echo "smoke: building all fuzz targets" >&2
 cargo fuzz build -O
 
 targets=$(cargo fuzz list)
+# Every file in fuzz_targets/ but the shared helpers must be a target that runs here.
+expected=$(ls fuzz_targets | grep -v '^common\.rs$' | sed 's/\.rs$//' | sort)
+if [ "$(echo "$targets" | tr ' ' '\n' | sort)" != "$expected" ]; then
+    echo "smoke: cargo fuzz list does not name every file of fuzz_targets/:" >&2
+    diff <(echo "$targets" | tr ' ' '\n' | sort) <(echo "$expected") >&2 || true
+    exit 1
+fi
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 

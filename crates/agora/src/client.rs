@@ -1,10 +1,11 @@
 //! Client commands against a running node (`--node http://…`): `status`, `peers`, `whois`,
 //! `say`, `send`, `capability publish`.
 //!
-//! The HTTP API serves reads and one-shot posts; commands that wait for answers from other agents
-//! (`whois`, `send`) connect to the node's AGH WebSocket face as a short-lived agent, greet under a
-//! Peer ID (`--as`, default `agora-cli.<random>`) and listen for the replies. Output is a table
-//! for people, or JSON with `--json` for scripts. Exit codes: 0 success, 1 the node refused or
+//! The HTTP API serves reads and one-shot posts, over `ureq` (one request per connection, any
+//! status read as an answer); commands that wait for answers from other agents (`whois`, `send`)
+//! connect to the node's AGH WebSocket face (`tokio-tungstenite`) as a short-lived agent, greet
+//! under a Peer ID (`--as`, default `agora-cli.<random>`) and listen for the replies. Output is a
+//! table for people, or JSON with `--json` for scripts. Exit codes: 0 success, 1 the node refused or
 //! nothing answered, 2 usage, connection or IO error.
 
 use std::path::PathBuf;
@@ -14,7 +15,6 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use clap::{Args, Subcommand};
 use futures::{SinkExt, StreamExt};
 use serde_json::{Value, json};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::tungstenite::client::IntoClientRequest as _;
 
@@ -96,13 +96,7 @@ struct Response {
     body: Value,
 }
 
-/// The `Authorization` header line for `key`, or nothing.
-fn authorization(key: Option<&str>) -> String {
-    key.map(|k| format!("Authorization: Bearer {}\r\n", k.trim()))
-        .unwrap_or_default()
-}
-
-/// One HTTP/1.1 request (no keep-alive) to the node's JSON API.
+/// One request to the node's JSON API (see [`crate::http::exchange`]).
 async fn request(
     opts: &ClientOpts,
     method: &str,
@@ -114,50 +108,49 @@ async fn request(
         .strip_prefix("http://")
         .ok_or_else(|| usage(format!("--node must be an http:// URL, got {node:?}")))?
         .trim_end_matches('/');
-    let mut stream = tokio::net::TcpStream::connect(host)
-        .await
-        .map_err(|e| usage(format!("cannot reach the node at {node}: {e}")))?;
-    let body = body.unwrap_or("");
-    let head = format!(
-        "{method} {path} HTTP/1.1\r\nHost: {host}\r\n{}Accept: application/json\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
-        authorization(opts.api_key.as_deref()),
-        body.len()
-    );
-    let io = |e: std::io::Error| usage(format!("talking to {node}: {e}"));
-    stream.write_all(head.as_bytes()).await.map_err(io)?;
-    stream.write_all(body.as_bytes()).await.map_err(io)?;
-    let mut raw = Vec::new();
-    stream.read_to_end(&mut raw).await.map_err(io)?;
-    let split = raw
-        .windows(4)
-        .position(|w| w == b"\r\n\r\n")
-        .ok_or_else(|| usage("the node sent an incomplete HTTP response"))?;
-    let head = String::from_utf8_lossy(&raw[..split]).to_ascii_lowercase();
-    let status = head
-        .split_whitespace()
-        .nth(1)
-        .and_then(|s| s.parse().ok())
-        .ok_or_else(|| usage("the node sent a malformed HTTP status line"))?;
-    let mut payload = raw[split + 4..].to_vec();
-    if head.contains("transfer-encoding: chunked") {
-        payload = dechunk(&payload).ok_or_else(|| usage("malformed chunked response"))?;
+    let mut req = ureq::http::Request::builder()
+        .method(method)
+        .uri(format!("http://{host}{path}"))
+        .header("accept", "application/json")
+        .header("content-type", "application/json")
+        .header("connection", "close");
+    if let Some(key) = &opts.api_key {
+        req = req.header("authorization", format!("Bearer {}", key.trim()));
     }
-    let body = serde_json::from_slice(&payload).unwrap_or(Value::Null);
+    let req = req
+        .body(body.unwrap_or("").to_owned())
+        .map_err(|e| usage(format!("cannot reach the node at {node}: {e}")))?;
+    let (status, body) = tokio::task::spawn_blocking(move || crate::http::exchange(req))
+        .await
+        .map_err(|e| usage(format!("the HTTP request did not finish: {e}")))?
+        .map_err(|e| transport(node, e))?;
     Ok(Response { status, body })
 }
 
-fn dechunk(mut data: &[u8]) -> Option<Vec<u8>> {
-    let mut out = Vec::new();
-    loop {
-        let line_end = data.windows(2).position(|w| w == b"\r\n")?;
-        let size_text = std::str::from_utf8(&data[..line_end]).ok()?;
-        let size = usize::from_str_radix(size_text.split(';').next()?.trim(), 16).ok()?;
-        data = &data[line_end + 2..];
-        if size == 0 {
-            return Some(out);
-        }
-        out.extend_from_slice(data.get(..size)?);
-        data = data.get(size + 2..)?;
+/// A request that got no HTTP response: the node cannot be reached, or the exchange broke.
+fn transport(node: &str, e: ureq::Error) -> Failure {
+    use std::io::ErrorKind as K;
+    let unreachable = match &e {
+        ureq::Error::Io(io) => matches!(
+            io.kind(),
+            K::ConnectionRefused
+                | K::AddrNotAvailable
+                | K::HostUnreachable
+                | K::NetworkUnreachable
+                | K::InvalidInput
+        ),
+        ureq::Error::HostNotFound | ureq::Error::ConnectionFailed => true,
+        _ => false,
+    };
+    // An IO error alone, as the operating system words it.
+    let detail = match e {
+        ureq::Error::Io(io) => io.to_string(),
+        e => e.to_string(),
+    };
+    if unreachable {
+        usage(format!("cannot reach the node at {node}: {detail}"))
+    } else {
+        usage(format!("talking to {node}: {detail}"))
     }
 }
 

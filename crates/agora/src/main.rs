@@ -14,6 +14,7 @@ mod agh;
 mod agtp;
 mod call;
 mod client;
+mod http;
 mod hyperspace;
 mod input;
 mod memory;

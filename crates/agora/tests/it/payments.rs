@@ -5,14 +5,13 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod support;
-
 use std::io::Write as _;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use support::{Ws, eventually, get_json, rpc_call, rpc_connect, spawn_node};
+
+use crate::support::{self, Ws, eventually, get_json, rpc_call, rpc_connect, spawn_node};
 
 /// hardhat's well-known account #1 (a public test key).
 const PAYER_KEY: &str = "0x59c6995e998f97a5a0044966f0945389dc9e86dae88c7a8412f4603b6b78690d";
@@ -604,7 +603,6 @@ async fn a_priced_tool_answers_402_then_runs_for_an_x402_payment_over_http() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kill_9_the_payee_during_10000_channel_payments_loses_and_doubles_nothing() {
     use std::sync::Arc;
-    use std::sync::atomic::{AtomicU64, Ordering};
     const PAYMENTS: u64 = 10_000;
     const AMOUNT: u64 = 7;
     const KILL_AT: u64 = 3_000;
@@ -637,14 +635,14 @@ async fn kill_9_the_payee_during_10000_channel_payments_loses_and_doubles_nothin
         .unwrap_or_else(|| panic!("{opened}"))
         .to_owned();
 
-    let answered = Arc::new(AtomicU64::new(0));
+    // Told when the KILL_AT-th payment is answered (a permit is kept if the killer is not
+    // waiting yet).
+    let reached = Arc::new(tokio::sync::Notify::new());
     let q_pid = payee.as_ref().unwrap().child.id();
     let killer = {
-        let answered = Arc::clone(&answered);
+        let reached = Arc::clone(&reached);
         tokio::spawn(async move {
-            while answered.load(Ordering::Acquire) < KILL_AT {
-                tokio::time::sleep(Duration::from_millis(1)).await;
-            }
+            reached.notified().await;
             let status = Command::new("kill")
                 .args(["-9", &q_pid.to_string()])
                 .status()
@@ -671,7 +669,9 @@ async fn kill_9_the_payee_during_10000_channel_payments_loses_and_doubles_nothin
             assert!(n > last_nonce, "nonces only grow: {n} after {last_nonce}");
             last_nonce = n;
             ok += 1;
-            answered.store(ok, Ordering::Release);
+            if ok == KILL_AT {
+                reached.notify_one();
+            }
         } else {
             assert_eq!(r["error"]["code"], -32006, "{r}");
             failed += 1;

@@ -2,12 +2,11 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod support;
-
 use std::time::{Duration, Instant};
 
 use serde_json::json;
-use support::{Agent, connected, eventually, peer_ids, see_each_other, spawn_node};
+
+use crate::support::{self, Agent, connected, eventually, peer_ids, see_each_other, spawn_node};
 
 const GREET: u64 = 1;
 const CH: &str = "builders";

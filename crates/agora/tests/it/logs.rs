@@ -5,13 +5,12 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod support;
-
 use std::path::Path;
 use std::time::Duration;
 
 use serde_json::Value;
-use support::{Log, eventually, spawn_node_logged_env};
+
+use crate::support::{self, Log, eventually, spawn_node_logged_env};
 
 const WAIT: Duration = Duration::from_secs(20);
 

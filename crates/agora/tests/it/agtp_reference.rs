@@ -13,8 +13,6 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod support;
-
 use std::collections::HashSet;
 use std::net::SocketAddr;
 use std::path::Path;
@@ -29,8 +27,9 @@ use agora_agtp::{AgtpError, Status};
 use agora_node::faces::agtp::client::{self, Transport};
 use agora_node::faces::agtp::listener::Handler;
 use serde_json::{Value, json};
-use support::{Log, Node, agtp_governance_key, agtp_lifecycle_request, eventually};
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+
+use crate::support::{self, Log, Node, agtp_governance_key, agtp_lifecycle_request, eventually};
 
 const TIMEOUT: Duration = Duration::from_secs(10);
 

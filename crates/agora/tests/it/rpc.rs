@@ -3,13 +3,12 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod support;
-
 use futures::{SinkExt, StreamExt};
 use serde_json::{Value, json};
-use support::spawn_node;
 use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+
+use crate::support::{self, eventually, spawn_node};
 
 type Ws =
     tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
@@ -367,16 +366,17 @@ async fn a_registered_tool_is_discovered_and_invoked_on_its_provider() {
 
     // The tool belongs to its provider's connection: when it closes, the tool is gone.
     drop(provider);
-    let mut gone = None;
-    for i in 0..50 {
-        let r = call(&mut client, 10 + i, "tool.listRegistered", json!({})).await;
-        if r["result"]["tools"].as_array().is_some_and(Vec::is_empty) {
-            gone = Some(());
-            break;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-    }
-    gone.expect("the tool leaves with its provider");
+    let mut id = 10;
+    eventually(std::time::Duration::from_secs(1), async || {
+        id += 1;
+        let r = call(&mut client, id, "tool.listRegistered", json!({})).await;
+        r["result"]["tools"]
+            .as_array()
+            .is_some_and(Vec::is_empty)
+            .then_some(())
+    })
+    .await
+    .expect("the tool leaves with its provider");
     let r = call(
         &mut client,
         99,

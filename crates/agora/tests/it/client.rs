@@ -3,13 +3,12 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod support;
-
 use std::process::{Command, Output};
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use support::{Agent, connected, eventually, peer_ids, spawn_node};
+
+use crate::support::{Agent, connected, eventually, peer_ids, spawn_node};
 
 const CH: &str = "builders";
 

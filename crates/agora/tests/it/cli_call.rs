@@ -3,12 +3,11 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod support;
-
 use std::process::{Command, Output, Stdio};
 
 use serde_json::{Value, json};
-use support::spawn_node;
+
+use crate::support::{self, spawn_node};
 
 fn agora(args: &[&str]) -> Output {
     agora_with(args, &[], None)

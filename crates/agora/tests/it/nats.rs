@@ -7,13 +7,12 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod support;
-
 use std::time::{Duration, Instant};
 
 use futures::StreamExt as _;
 use serde_json::json;
-use support::{
+
+use crate::support::{
     Agent, Log, Node, connected, eventually, get_json, peer_ids, see_each_other, spawn_nats,
     spawn_nats_with, spawn_node_env, spawn_node_logged_env,
 };

@@ -6,8 +6,6 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod support;
-
 use std::net::SocketAddr;
 use std::path::Path;
 use std::sync::Arc;
@@ -23,7 +21,9 @@ use agora_node::faces::agtp::client::{self, Transport};
 use agora_node::faces::agtp::listener::Handler;
 use agora_node::faces::agtp::tls::{self, Roots};
 use serde_json::{Value, json};
-use support::{Node, eventually, spawn_node};
+
+use crate::support::agtp_governance_key as governance_key;
+use crate::support::{self, Node, eventually, spawn_node};
 
 const TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -34,8 +34,6 @@ struct NameServer {
     transport: Transport,
     key: AnsVerifyingKey,
 }
-
-use support::agtp_governance_key as governance_key;
 
 /// Starts a TLS name server whose `agora.toml` is `config` (in `dir`).
 async fn start(dir: &Path, name: &str, config: &str) -> NameServer {

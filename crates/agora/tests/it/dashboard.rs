@@ -5,13 +5,12 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod support;
-
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use support::{Agent, eventually, rpc_call, rpc_connect, spawn_node};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+use crate::support::{self, Agent, eventually, rpc_call, rpc_connect, spawn_node};
 
 const WAIT: Duration = Duration::from_secs(20);
 

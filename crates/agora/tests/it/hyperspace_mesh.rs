@@ -4,17 +4,16 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod support;
-
 use std::time::Duration;
 
 use futures::{SinkExt, StreamExt};
 use serde_json::{Value, json};
-use support::{
-    Node, connected, discover_tool, eventually, get_json, register_tool, rpc_call, rpc_connect,
-    spawn_node,
-};
 use tokio_tungstenite::tungstenite::Message;
+
+use crate::support::{
+    self, Node, connected, discover_tool, eventually, get_json, register_tool, rpc_call,
+    rpc_connect, spawn_node,
+};
 
 /// Starts A, B (joins A) and C (joins B) and waits until the line is connected.
 async fn line(dir: &std::path::Path) -> (Node, Node, Node) {

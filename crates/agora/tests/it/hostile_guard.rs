@@ -5,15 +5,14 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod support;
-
 use std::time::{Duration, Instant};
 
 use futures::{SinkExt, StreamExt};
 use serde_json::{Map, Value, json};
-use support::{Ws, rpc_call, spawn_node};
 use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+
+use crate::support::{self, Ws, rpc_call, spawn_node};
 
 async fn connect(url: &str, bearer: Option<&str>) -> Ws {
     let mut req = url.into_client_request().unwrap();

@@ -5,16 +5,15 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod support;
-
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use futures::{SinkExt, StreamExt};
 use serde_json::{Value, json};
-use support::{Ws, eventually, rpc_connect, spawn_node};
 use tokio_tungstenite::tungstenite::Message;
+
+use crate::support::{Ws, eventually, rpc_connect, spawn_node};
 
 const KILLS: usize = 5;
 /// Writes answered in a round before its kill.

@@ -6,14 +6,13 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod support;
-
 use std::path::Path;
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use support::{
-    Node, eventually, get_json, rpc_call, rpc_connect, spawn_node, spawn_node_env,
+
+use crate::support::{
+    self, Node, eventually, get_json, rpc_call, rpc_connect, spawn_node, spawn_node_env,
     spawn_openai_server,
 };
 

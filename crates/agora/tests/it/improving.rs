@@ -6,12 +6,11 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod support;
-
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
-use support::{Node, eventually, get_json, rpc_call, rpc_connect, spawn_node_env};
+
+use crate::support::{self, Node, eventually, get_json, rpc_call, rpc_connect, spawn_node_env};
 
 const TOPIC: &str = "hyperspace/trajectories/web-research";
 const EMAIL: &str = "ana.lopez@agents.localhost";

@@ -9,8 +9,6 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod support;
-
 use std::collections::{BTreeSet, VecDeque};
 use std::io::{BufRead, BufReader, Write as _};
 use std::path::PathBuf;
@@ -18,11 +16,12 @@ use std::process::{Child, ChildStdin, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
-use support::{
-    Node, Ws, discover_tool, eventually, external, get_json, on_path, register_tool, rpc_connect,
-    spawn_node,
-};
 use tokio::sync::mpsc;
+
+use crate::support::{
+    self, Node, Ws, discover_tool, eventually, external, get_json, on_path, register_tool,
+    rpc_connect, spawn_node,
+};
 
 /// The task topic the relay checks use.
 const TASKS: &str = "hyperspace/tasks/web-research";

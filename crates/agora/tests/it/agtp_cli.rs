@@ -4,8 +4,6 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod support;
-
 use std::io::{Read, Write};
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
@@ -17,7 +15,8 @@ use agora_agtp::signature::{AnsVerifyingKey, verify_result_with};
 use agora_agtp::{Status, jcs};
 use agora_node::faces::agtp::client::{self, Transport};
 use serde_json::{Value, json};
-use support::{Node, spawn_node};
+
+use crate::support::{Node, spawn_node};
 
 fn agora(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_agora"))

@@ -9,32 +9,35 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod support;
-
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use futures::{SinkExt, StreamExt};
 use serde_json::{Value, json};
-use support::{Node, Ws, eventually, register_tool, rss_bytes, spawn_node};
 use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 use tokio_tungstenite::tungstenite::protocol::frame::Frame;
 use tokio_tungstenite::tungstenite::protocol::frame::coding::{Data, OpCode};
 
-/// The flood tests measure memory and latency, so they run one at a time.
-static HEAVY: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+use crate::support::{self, HEAVY, Node, Ws, eventually, register_tool, rss_bytes, spawn_node};
 
 const MIB: u64 = 1 << 20;
-/// The node's resident memory stays below this during a flood.
+/// The node's resident memory stays below this during a flood. Measured peaks (dev profile,
+/// 2 cores shared with other builds, 2026-11-29, whole suite in one process): 63.8 MiB (junk
+/// frames) and 92.9 MiB (200 KiB replies) from an idle 61-63 MiB; the bound is 1.6x the higher
+/// peak, low enough that a flood buffering without limit (hundreds of MiB within 6 s) fails.
 const RSS_BOUND: u64 = 150 * MIB;
 /// After the flooders leave, the node's resident memory comes back within this of idle (the
 /// allocator may keep some of the freed memory for reuse).
 const RSS_SETTLED: u64 = 40 * MIB;
 /// How long each flood lasts.
 const FLOOD: Duration = Duration::from_secs(6);
-/// A well-behaved client's 99th percentile latency during a flood (dev profile).
+/// A well-behaved client's 99th percentile latency during a flood (dev profile). Measured:
+/// p99 0.22 ms (junk frames) and 43 ms (200 KiB replies), max 156 ms (2026-11-29, 2 cores
+/// shared); docs/node.md's seven runs of 2026-11-24 give p99 0.4-103 ms. The bound leaves 5x
+/// over the worst p99 seen, for a loaded CI runner; a face that stops serving others while it
+/// is flooded answers in seconds, not hundreds of milliseconds.
 const P99_BOUND: Duration = Duration::from_millis(500);
 
 /// Opens a JSON-RPC connection with an optional `Authorization` header value.
@@ -446,6 +449,8 @@ async fn tool_invoke_answers_within_its_bound_whatever_the_provider_does() {
     let _ = huge.send(Message::Text(answer.to_string().into())).await;
     let r = response(&mut invoker, &json!(1)).await;
     assert_eq!(r["error"]["code"], -32006, "{r}");
+    // "At once": 12 ms measured (2026-11-29, 2 cores shared). 5 s is far above that and far
+    // below the 30 s the node would take if it waited for the provider's write timeout.
     assert!(started.elapsed() < Duration::from_secs(5));
 
     // A provider that stops reading (and so never answers), while invocations with large

@@ -12,8 +12,6 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod support;
-
 use std::collections::BTreeSet;
 use std::io::Write as _;
 use std::os::unix::process::CommandExt as _;
@@ -28,7 +26,8 @@ use fantoccini::{Client, ClientBuilder, Locator};
 use nix::sys::signal::{Signal, killpg};
 use nix::unistd::Pid;
 use serde_json::json;
-use support::{Agent, Node, connected, eventually, peer_ids, rpc_connect, spawn_node};
+
+use crate::support::{self, Agent, Node, connected, eventually, peer_ids, rpc_connect, spawn_node};
 
 const WAIT: Duration = Duration::from_secs(30);
 const CHANNEL: &str = "ops";

@@ -3,12 +3,11 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod support;
-
 use std::time::Duration;
 
 use serde_json::json;
-use support::{Agent, spawn_node};
+
+use crate::support::{Agent, spawn_node};
 
 const CH: &str = "builders";
 

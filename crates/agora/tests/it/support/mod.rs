@@ -21,8 +21,16 @@ use futures::{SinkExt, StreamExt};
 use serde_json::{Value, json};
 use tokio_tungstenite::tungstenite::Message;
 
+#[path = "../../../src/http.rs"]
+mod http;
+
 pub(crate) type Ws =
     tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
+
+/// Held by the tests that measure a node's latency or memory under load (floods in
+/// `hostile_rpc` and `hostile_faces`), so they run one at a time: every module shares this
+/// process, and the cores, with the others.
+pub(crate) static HEAVY: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
 /// Unix seconds now.
 pub(crate) fn now() -> i64 {
@@ -343,22 +351,20 @@ pub(crate) async fn get_json(base: &str, path: &str) -> Value {
     http_json("GET", base, path, None).await
 }
 
-/// Minimal HTTP/1.1 client (one request per connection) for the node's JSON API.
+/// One request to a node's JSON API (`base` is `http://HOST:PORT`), by the client commands'
+/// [`http::exchange`]; the body as JSON, or `null`.
 pub(crate) async fn http_json(method: &str, base: &str, path: &str, body: Option<&str>) -> Value {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let host = base.trim_start_matches("http://");
-    let mut s = tokio::net::TcpStream::connect(host).await.unwrap();
-    let body = body.unwrap_or("");
-    let req = format!(
-        "{method} {path} HTTP/1.1\r\nHost: {host}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-        body.len()
-    );
-    s.write_all(req.as_bytes()).await.unwrap();
-    let mut out = Vec::new();
-    s.read_to_end(&mut out).await.unwrap();
-    let text = String::from_utf8(out).unwrap();
-    let (_, body) = text.split_once("\r\n\r\n").unwrap();
-    serde_json::from_str(body).unwrap_or(Value::Null)
+    let req = ureq::http::Request::builder()
+        .method(method)
+        .uri(format!("{base}{path}"))
+        .header("connection", "close")
+        .body(body.unwrap_or("").to_owned())
+        .unwrap();
+    let (_, body) = tokio::task::spawn_blocking(move || http::exchange(req))
+        .await
+        .unwrap()
+        .unwrap();
+    body
 }
 
 /// Peer IDs present in `channel` according to a node.

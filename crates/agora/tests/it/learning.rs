@@ -4,10 +4,11 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod support;
-
 use serde_json::{Value, json};
-use support::{Node, rpc_call, rpc_connect, spawn_node, spawn_node_env, spawn_openai_server};
+
+use crate::support::{
+    self, Node, rpc_call, rpc_connect, spawn_node, spawn_node_env, spawn_openai_server,
+};
 
 async fn call(node: &Node, method: &str, params: Value) -> Value {
     let mut ws = rpc_connect(&node.rpc).await;

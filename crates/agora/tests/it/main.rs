@@ -1,0 +1,47 @@
+//! The node's integration suite: real `agora` processes (nodes and CLI commands) on 127.0.0.1
+//! with ephemeral ports, driven over their faces (AGH WebSocket, HTTP API, JSON-RPC, AGTP, NATS)
+//! and through the command line. One test binary, so the node is linked once; each module is one
+//! area, and `support` is the shared harness (starting nodes, agents, polling with deadlines).
+//!
+//! Run everything with `cargo test -p agora --test it`, one area with a module filter:
+//!
+//! ```sh
+//! cargo test -p agora --test it -- memory::
+//! cargo test -p agora --test it -- hostile_rpc::a_junk_flood
+//! ```
+//!
+//! Tests that need a program from outside the workspace (`nats-server`, Chromium and
+//! `chromedriver`, Node.js, `python3`, the MiniLM model) print one `skipped:` line and pass
+//! without it, unless `AGORA_REQUIRE_EXTERNAL=1` (as `.ci/run` sets) makes that a failure.
+//!
+//! All modules share one process: nothing here may change process-wide state (environment,
+//! working directory); children get their settings through `Command`. Tests that measure a
+//! node's latency or memory under load hold [`support::HEAVY`] so they do not overlap.
+
+mod support;
+
+mod agtp_ans;
+mod agtp_cli;
+mod agtp_reference;
+mod cli;
+mod cli_call;
+mod client;
+mod crash;
+mod dashboard;
+mod dashboard_browser;
+mod hostile_faces;
+mod hostile_guard;
+mod hostile_rpc;
+mod hyperspace_cli;
+mod hyperspace_mesh;
+mod improving;
+mod interop_js;
+mod learning;
+mod logs;
+mod memory;
+mod memory_cli;
+mod mesh;
+mod nats;
+mod payments;
+mod restart;
+mod rpc;
