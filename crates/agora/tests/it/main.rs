@@ -36,6 +36,7 @@ mod hyperspace_cli;
 mod hyperspace_mesh;
 mod improving;
 mod interop_js;
+mod layout;
 mod learning;
 mod logs;
 mod memory;
