@@ -1541,7 +1541,8 @@ const BUILD_SITE_DIGEST: &str =
 const COLLECT_DIGEST: &str =
     "sha256:c62db095b019517649f92b1da0550998e961094999893803b7bcfad37851de53";
 
-/// Tester's catalog: `build-site` (notes A.1.6), `review-copy`, `collect-failing-tests` (A.1.5).
+/// Tester's catalog: `build-site`, `review-copy`, `collect-failing-tests` (the AGH spec's example
+/// capabilities).
 fn catalog() -> Catalog {
     let text = json!([
         {

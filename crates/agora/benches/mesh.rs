@@ -365,7 +365,7 @@ fn cpu_secs(pid: u32) -> f64 {
     ticks as f64 / 100.0
 }
 
-/// The dashboard's cost to the node (issue 21): A's CPU over a minute with no dashboard open,
+/// The dashboard's cost to the node (`docs/performance.md` "The dashboard's cost"): A's CPU over a minute with no dashboard open,
 /// then with one and with eight event streams open (each read as a browser would), on a line of
 /// three nodes with an agent in a channel on each and a tool on C.
 async fn dashboard_bench() {

@@ -1,5 +1,5 @@
 //! The AGTP reference implementation's clients against real `agora node` processes on
-//! 127.0.0.1 (plain AGTP on loopback, as the reference speaks it), issue 17:
+//! 127.0.0.1 (plain AGTP on loopback, as the reference speaks it; `docs/agtp-ans.md`):
 //!
 //! - the wire transcripts of `tests/vectors/agtp/reference-clients.json`, sent byte for byte
 //!   over a socket each: server manifest, DESCRIBE by `Agent-ID` / name / id, `DISCOVER

@@ -1,5 +1,5 @@
-//! `kill -9` in the middle of writes loses no acknowledged write (issue 16, the crash probe kept
-//! as a regression test): a node is killed five times while a client writes session state as
+//! `kill -9` in the middle of writes loses no acknowledged write (a crash probe kept as a regression
+//! test): a node is killed five times while a client writes session state as
 //! fast as it is answered; after each restart on the same data directory every write that was
 //! answered before the kill, and every session created, is still there.
 

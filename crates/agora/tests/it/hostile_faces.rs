@@ -1,5 +1,5 @@
 //! Hostile clients against the HTTP and WebSocket faces of a real node process on 127.0.0.1
-//! (`agora_node::faces::serve`, issue 16): connection floods, slow and idle clients, foreign origins
+//! (`agora_node::faces::serve`; `docs/node.md` "Limits against hostile clients"): connection floods, slow and idle clients, foreign origins
 //! and hosts, faces beyond loopback without a key, agents that do not read, agents that greet
 //! thousands of channels. Every wait polls with a deadline; the clients that trickle bytes pace
 //! themselves, they do not synchronise by sleeping.

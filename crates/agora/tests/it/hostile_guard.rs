@@ -1,4 +1,4 @@
-//! Hostile `guard.*` calls against a real node (issue 16, spec §4.2 Guard): schemas built to
+//! Hostile `guard.*` calls against a real node (Hyperspace spec §4.2 Guard): schemas built to
 //! explode are refused at once and leave the node serving; the slowest `guard.validate` the
 //! limits accept runs beside another session's calls without holding them up; and
 //! `guard.checkRateLimit` keys belong to the session that uses them.

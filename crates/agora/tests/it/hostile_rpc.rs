@@ -1,4 +1,5 @@
-//! The JSON-RPC face against hostile clients (issue 16), over real sockets to a real node: floods
+//! The JSON-RPC face against hostile clients (`docs/node.md` "The JSON-RPC face" under "Limits
+//! against hostile clients"), over real sockets to a real node: floods
 //! from clients that never read (the node's memory stays bounded and other clients keep a low
 //! latency), amplification by malformed batches, a bucket per keyless loopback connection,
 //! `tool.invoke` of providers that stop reading or answer too much, the `bearer` scheme in any

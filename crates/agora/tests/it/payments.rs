@@ -1,4 +1,4 @@
-//! Micropayments over real node processes (issue 20): credentials signed by an implementation
+//! Micropayments over real node processes (Hyperspace spec §6): credentials signed by an implementation
 //! nobody here wrote (Python eth-account, `tests/fixtures/eth_sign.py`) accepted by
 //! `micropayments.verify`, and every kind of bad one refused with its reason; a channel between
 //! two nodes (open, 100 payments, close, a replayed voucher refused).
