@@ -1,0 +1,177 @@
+//! `[agh]` and `[agh.nats]`: AGH settings and the NATS bridge (`AGORA_AGH_*`,
+//! `AGORA_AGH_NATS_*`).
+
+use std::path::PathBuf;
+
+use super::{ConfigError, invalid};
+
+/// `[agh]` settings.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AghConfig {
+    /// Replay age in seconds.
+    pub replay_age: i64,
+    /// Apply the AGH runtime's own admission rules.
+    pub reference_admission: bool,
+    /// Optional NATS bridge.
+    pub nats: Option<NatsConfig>,
+    /// Channels one agent connection may be in (`[agh] max_channels`).
+    pub max_channels: usize,
+}
+
+/// Default of `[agh] max_channels`.
+pub const DEFAULT_MAX_CHANNELS: usize = 64;
+
+/// `[agh.nats]` settings: the servers of one NATS cluster, at most one authentication method,
+/// TLS. See `crate::faces::nats`.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct NatsConfig {
+    /// Server URLs (`url` or `servers`, `AGORA_AGH_NATS_URL` comma-separated), e.g.
+    /// `nats://127.0.0.1:4222`; several for a cluster.
+    pub servers: Vec<String>,
+    /// `user` (`AGORA_AGH_NATS_USER`), with `password`.
+    pub user: Option<String>,
+    /// `password_file` or `AGORA_AGH_NATS_PASSWORD`.
+    pub password: Option<Secret>,
+    /// `token_file` or `AGORA_AGH_NATS_TOKEN`.
+    pub token: Option<Secret>,
+    /// `nkey_seed_file` (`AGORA_AGH_NATS_NKEY_SEED_FILE`): a user NKey seed (`SU…`).
+    pub nkey_seed_file: Option<PathBuf>,
+    /// `creds_file` (`AGORA_AGH_NATS_CREDS_FILE`): a user JWT and NKey seed.
+    pub creds_file: Option<PathBuf>,
+    /// `tls_required` (`AGORA_AGH_NATS_TLS_REQUIRED`): refuse a connection without TLS.
+    pub tls_required: bool,
+    /// `ca_file` (`AGORA_AGH_NATS_CA_FILE`): PEM roots to trust instead of the Mozilla roots.
+    pub ca_file: Option<PathBuf>,
+    /// `cert_file` (`AGORA_AGH_NATS_CERT_FILE`): client certificate chain (PEM), with `key_file`.
+    pub cert_file: Option<PathBuf>,
+    /// `key_file` (`AGORA_AGH_NATS_KEY_FILE`): the client certificate's private key (PEM).
+    pub key_file: Option<PathBuf>,
+}
+
+impl NatsConfig {
+    /// Checks the servers and that the authentication and TLS settings go together.
+    pub(super) fn check(&self) -> Result<(), ConfigError> {
+        if self.servers.is_empty() {
+            return Err(invalid(
+                "agh.nats",
+                "no server: set url or servers (or AGORA_AGH_NATS_URL)",
+            ));
+        }
+        for url in &self.servers {
+            crate::faces::nats::server_addr(url)
+                .map_err(|e| invalid("agh.nats.servers", &format!("{url:?}: {e}")))?;
+        }
+        if self.user.is_some() != self.password.is_some() {
+            return Err(invalid(
+                "agh.nats.user",
+                "user and password (password_file or AGORA_AGH_NATS_PASSWORD) go together",
+            ));
+        }
+        let methods = [
+            self.token.is_some(),
+            self.user.is_some(),
+            self.nkey_seed_file.is_some(),
+            self.creds_file.is_some(),
+        ];
+        if methods.into_iter().filter(|m| *m).count() > 1 {
+            return Err(invalid(
+                "agh.nats",
+                "set at most one of token, user and password, nkey_seed_file, creds_file",
+            ));
+        }
+        if self.cert_file.is_some() != self.key_file.is_some() {
+            return Err(invalid(
+                "agh.nats.cert_file",
+                "cert_file and key_file go together",
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// A secret: a file holding it (surrounding whitespace ignored) or a value from the
+/// environment. Its `Debug` form never shows the value.
+#[derive(Clone, PartialEq, Eq)]
+pub enum Secret {
+    /// Read from this file when the node starts.
+    File(PathBuf),
+    /// Given by an environment variable.
+    Value(String),
+}
+
+impl std::fmt::Debug for Secret {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::File(path) => f.debug_tuple("File").field(path).finish(),
+            Self::Value(_) => f.write_str("Value(<redacted>)"),
+        }
+    }
+}
+
+/// Environment overrides of `[agh.nats]`.
+#[derive(Clone, Debug, Default)]
+pub struct NatsOverrides {
+    /// `AGORA_AGH_NATS_URL` (comma-separated).
+    pub servers: Vec<String>,
+    /// `AGORA_AGH_NATS_USER`.
+    pub user: Option<String>,
+    /// `AGORA_AGH_NATS_PASSWORD`.
+    pub password: Option<Secret>,
+    /// `AGORA_AGH_NATS_TOKEN`.
+    pub token: Option<Secret>,
+    /// `AGORA_AGH_NATS_NKEY_SEED_FILE`.
+    pub nkey_seed_file: Option<PathBuf>,
+    /// `AGORA_AGH_NATS_CREDS_FILE`.
+    pub creds_file: Option<PathBuf>,
+    /// `AGORA_AGH_NATS_TLS_REQUIRED`.
+    pub tls_required: Option<bool>,
+    /// `AGORA_AGH_NATS_CA_FILE`.
+    pub ca_file: Option<PathBuf>,
+    /// `AGORA_AGH_NATS_CERT_FILE`.
+    pub cert_file: Option<PathBuf>,
+    /// `AGORA_AGH_NATS_KEY_FILE`.
+    pub key_file: Option<PathBuf>,
+}
+
+impl NatsOverrides {
+    pub(super) fn is_empty(&self) -> bool {
+        self.servers.is_empty()
+            && self.user.is_none()
+            && self.password.is_none()
+            && self.token.is_none()
+            && self.nkey_seed_file.is_none()
+            && self.creds_file.is_none()
+            && self.tls_required.is_none()
+            && self.ca_file.is_none()
+            && self.cert_file.is_none()
+            && self.key_file.is_none()
+    }
+
+    pub(super) fn apply_to(self, n: &mut NatsConfig) {
+        if !self.servers.is_empty() {
+            n.servers = self.servers;
+        }
+        if self.user.is_some() {
+            n.user = self.user;
+        }
+        for (value, slot) in [(self.password, &mut n.password), (self.token, &mut n.token)] {
+            if value.is_some() {
+                *slot = value;
+            }
+        }
+        for (value, slot) in [
+            (self.nkey_seed_file, &mut n.nkey_seed_file),
+            (self.creds_file, &mut n.creds_file),
+            (self.ca_file, &mut n.ca_file),
+            (self.cert_file, &mut n.cert_file),
+            (self.key_file, &mut n.key_file),
+        ] {
+            if value.is_some() {
+                *slot = value;
+            }
+        }
+        if let Some(t) = self.tls_required {
+            n.tls_required = t;
+        }
+    }
+}

@@ -1,0 +1,139 @@
+//! The faces' top-level settings: the API key (`api_key`, `AGORA_API_KEY`; `[rpc] api_key`,
+//! `AGORA_RPC_API_KEY`), connection limits (`max_connections`, `header_timeout`,
+//! `request_timeout`, `ws_idle_timeout`), `allowed_origins`, `allowed_hosts`, `public_reads` and
+//! `[agh] max_channels`.
+
+use std::time::Duration;
+
+use super::{Config, ConfigError, Overrides, invalid};
+use crate::faces::serve;
+
+impl Config {
+    /// Applies the API key, the connection limits and the access settings of one layer.
+    pub(super) fn apply_access(&mut self, o: &Overrides) -> Result<(), ConfigError> {
+        let key = match (&o.api_key, &o.rpc_api_key) {
+            (Some(a), Some(r)) if a.trim() != r.trim() => {
+                return Err(invalid(
+                    "api_key",
+                    "api_key and rpc.api_key (AGORA_API_KEY and AGORA_RPC_API_KEY) name the same \
+                     setting and differ: set one",
+                ));
+            }
+            (Some(k), _) => Some(("api_key", k)),
+            (None, Some(k)) => Some(("rpc.api_key", k)),
+            (None, None) => None,
+        };
+        if let Some((name, key)) = key {
+            let key = key.trim();
+            if key.chars().count() < 16 {
+                return Err(invalid(name, "must be at least 16 characters"));
+            }
+            if !key.bytes().all(|b| b.is_ascii_graphic()) {
+                return Err(invalid(
+                    name,
+                    "must be printable ASCII without spaces (it travels in an HTTP header)",
+                ));
+            }
+            self.api_key = Some(key.to_owned());
+        }
+        if let Some(n) = o.max_connections {
+            if !(1..=1_000_000).contains(&n) {
+                return Err(invalid("max_connections", "must be 1 to 1000000"));
+            }
+            self.faces.max_connections = n;
+        }
+        for (value, slot, key) in [
+            (
+                o.header_timeout,
+                &mut self.faces.header_timeout,
+                "header_timeout",
+            ),
+            (
+                o.request_timeout,
+                &mut self.faces.request_timeout,
+                "request_timeout",
+            ),
+            (
+                o.ws_idle_timeout,
+                &mut self.faces.ws_idle_timeout,
+                "ws_idle_timeout",
+            ),
+        ] {
+            if let Some(secs) = value {
+                if !(1..=86_400).contains(&secs) {
+                    return Err(invalid(key, "must be 1 to 86400 seconds"));
+                }
+                *slot = Duration::from_secs(secs);
+            }
+        }
+        if !o.allowed_origins.is_empty() {
+            self.allowed_origins = o
+                .allowed_origins
+                .iter()
+                .map(|v| parse_origin(v))
+                .collect::<Result<_, _>>()?;
+        }
+        if !o.allowed_hosts.is_empty() {
+            self.allowed_hosts = o
+                .allowed_hosts
+                .iter()
+                .map(|v| parse_host(v))
+                .collect::<Result<_, _>>()?;
+        }
+        if let Some(p) = o.public_reads {
+            self.public_reads = p;
+        }
+        if let Some(n) = o.agh_max_channels {
+            if !(1..=100_000).contains(&n) {
+                return Err(invalid("agh.max_channels", "must be 1 to 100000"));
+            }
+            self.agh.max_channels = n;
+        }
+        Ok(())
+    }
+}
+
+/// An origin as browsers send it, `scheme://host[:port]`, lowercased.
+fn parse_origin(value: &str) -> Result<String, ConfigError> {
+    let v = value.trim().trim_end_matches('/').to_ascii_lowercase();
+    let bad = || {
+        invalid(
+            "allowed_origins",
+            &format!("{value:?} is not an origin (http:// or https://, a host, an optional port)"),
+        )
+    };
+    let authority = v
+        .strip_prefix("http://")
+        .or_else(|| v.strip_prefix("https://"))
+        .ok_or_else(bad)?;
+    parse_host(authority).map_err(|_| bad())?;
+    Ok(v)
+}
+
+/// A host name or IP literal with an optional port, lowercased.
+fn parse_host(value: &str) -> Result<String, ConfigError> {
+    let v = value.trim().to_ascii_lowercase();
+    let (name, port) = serve::split_port(&v);
+    let port_ok = port.is_some() || !v[name.len()..].starts_with(':');
+    let literal = name
+        .strip_prefix('[')
+        .and_then(|n| n.strip_suffix(']'))
+        .is_some_and(|n| n.parse::<std::net::Ipv6Addr>().is_ok());
+    let dns = !name.is_empty()
+        && name.len() <= 253
+        && name.split('.').all(|label| {
+            !label.is_empty()
+                && label.len() <= 63
+                && label
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+        });
+    if port_ok && (literal || dns) {
+        Ok(v)
+    } else {
+        Err(invalid(
+            "allowed_hosts",
+            &format!("{value:?} is not a host name, IP address or name:port"),
+        ))
+    }
+}

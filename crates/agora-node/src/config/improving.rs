@@ -1,0 +1,93 @@
+//! `[improving]`: the self-improving service (`AGORA_IMPROVING_*`).
+
+use super::{Config, ConfigError, Endpoint, Overrides, invalid};
+
+/// `[improving]` settings (`docs/node.md` "Self-improving").
+#[derive(Clone, Debug, PartialEq)]
+pub struct ImprovingConfig {
+    /// Share recorded trajectories on gossip unless a call says otherwise (`share`,
+    /// `AGORA_IMPROVING_SHARE`; default false: sharing is opt-in, spec §9.3).
+    pub share: bool,
+    /// Task types to learn from: their trajectory topics are joined at start (`task_types`,
+    /// `AGORA_IMPROVING_TASK_TYPES`, comma-separated).
+    pub task_types: Vec<String>,
+    /// Most trajectories per task type (`max_library`, `AGORA_IMPROVING_MAX_LIBRARY`; default
+    /// 1,000).
+    pub max_library: usize,
+    /// Most task types (`max_task_types`, `AGORA_IMPROVING_MAX_TASK_TYPES`; default 256).
+    pub max_task_types: usize,
+    /// Least reward of a trajectory received from another node (`min_reward`,
+    /// `AGORA_IMPROVING_MIN_REWARD`; default 0).
+    pub min_reward: f64,
+    /// The chat endpoint of `augment` FULL_PIPELINE (`base_url`, `model`, `api_key`;
+    /// `AGORA_IMPROVING_BASE_URL`, `AGORA_IMPROVING_MODEL`, `AGORA_IMPROVING_API_KEY`).
+    pub endpoint: Endpoint,
+    /// Deadline of one model call (`timeout_ms`, `AGORA_IMPROVING_TIMEOUT_MS`; default 20,000).
+    pub timeout_ms: u64,
+}
+
+impl Default for ImprovingConfig {
+    fn default() -> Self {
+        Self {
+            share: false,
+            task_types: Vec::new(),
+            max_library: 1_000,
+            max_task_types: 256,
+            min_reward: 0.0,
+            endpoint: Endpoint::default(),
+            timeout_ms: 20_000,
+        }
+    }
+}
+
+impl Config {
+    /// Applies the `[improving]` settings of one layer.
+    pub(super) fn apply_improving(&mut self, o: &Overrides) -> Result<(), ConfigError> {
+        let i = &mut self.improving;
+        if let Some(b) = o.improving_share {
+            i.share = b;
+        }
+        if !o.improving_task_types.is_empty() {
+            for t in &o.improving_task_types {
+                if !agora_hyperspace::improving::trajectory::valid_task_type(t) {
+                    return Err(invalid(
+                        "improving.task_types",
+                        &format!("{t:?} is not 1..=64 bytes of letters, digits, '.', '_' or '-'"),
+                    ));
+                }
+            }
+            i.task_types.clone_from(&o.improving_task_types);
+        }
+        if let Some(n) = o.improving_max_library {
+            if !(1..=1_000_000).contains(&n) {
+                return Err(invalid("improving.max_library", "must be 1..1000000"));
+            }
+            i.max_library = n;
+        }
+        if let Some(n) = o.improving_max_task_types {
+            if !(1..=100_000).contains(&n) {
+                return Err(invalid("improving.max_task_types", "must be 1..100000"));
+            }
+            i.max_task_types = n;
+        }
+        if let Some(r) = o.improving_min_reward {
+            if !(-1.0..=1.0).contains(&r) {
+                return Err(invalid("improving.min_reward", "must be -1..1"));
+            }
+            i.min_reward = r;
+        }
+        i.endpoint.apply(
+            "improving",
+            o.improving_base_url.as_ref(),
+            o.improving_model.as_ref(),
+            o.improving_api_key.as_ref(),
+        )?;
+        if let Some(t) = o.improving_timeout_ms {
+            if !(100..=600_000).contains(&t) {
+                return Err(invalid("improving.timeout_ms", "must be 100..600000"));
+            }
+            i.timeout_ms = t;
+        }
+        Ok(())
+    }
+}

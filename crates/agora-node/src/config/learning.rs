@@ -1,0 +1,74 @@
+//! `[learning]`: the learning service (`AGORA_LEARNING_*`).
+
+use super::{Config, ConfigError, Endpoint, Overrides, invalid};
+
+/// `[learning]` settings (`docs/node.md` "Learning").
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LearningConfig {
+    /// `builtin` or `openai` (`reflector`, `AGORA_LEARNING_REFLECTOR`).
+    pub reflector: String,
+    /// The `openai` reflector's chat endpoint (`base_url`, `model`, `api_key`;
+    /// `AGORA_LEARNING_BASE_URL`, `AGORA_LEARNING_MODEL`, `AGORA_LEARNING_API_KEY`).
+    pub endpoint: Endpoint,
+    /// Deadline of one LLM reflection (`timeout_ms`, `AGORA_LEARNING_TIMEOUT_MS`; default
+    /// 20,000).
+    pub timeout_ms: u64,
+    /// Most playbooks (`max_playbooks`, `AGORA_LEARNING_MAX_PLAYBOOKS`; default 1,000).
+    pub max_playbooks: usize,
+    /// Most bullets per playbook (`max_bullets`, `AGORA_LEARNING_MAX_BULLETS`; default 5,000).
+    pub max_bullets: usize,
+}
+
+impl Default for LearningConfig {
+    fn default() -> Self {
+        Self {
+            reflector: "builtin".to_owned(),
+            endpoint: Endpoint::default(),
+            timeout_ms: 20_000,
+            max_playbooks: 1_000,
+            max_bullets: 5_000,
+        }
+    }
+}
+
+impl Config {
+    /// Applies the `[learning]` settings of one layer.
+    pub(super) fn apply_learning(&mut self, o: &Overrides) -> Result<(), ConfigError> {
+        let l = &mut self.learning;
+        if let Some(r) = &o.learning_reflector {
+            let r = r.trim();
+            if !["builtin", "openai"].contains(&r) {
+                return Err(invalid(
+                    "learning.reflector",
+                    &format!("{r:?} is not builtin or openai"),
+                ));
+            }
+            r.clone_into(&mut l.reflector);
+        }
+        l.endpoint.apply(
+            "learning",
+            o.learning_base_url.as_ref(),
+            o.learning_model.as_ref(),
+            o.learning_api_key.as_ref(),
+        )?;
+        if let Some(t) = o.learning_timeout_ms {
+            if !(100..=600_000).contains(&t) {
+                return Err(invalid("learning.timeout_ms", "must be 100..600000"));
+            }
+            l.timeout_ms = t;
+        }
+        if let Some(n) = o.learning_max_playbooks {
+            if !(1..=1_000_000).contains(&n) {
+                return Err(invalid("learning.max_playbooks", "must be 1..1000000"));
+            }
+            l.max_playbooks = n;
+        }
+        if let Some(n) = o.learning_max_bullets {
+            if !(1..=100_000).contains(&n) {
+                return Err(invalid("learning.max_bullets", "must be 1..100000"));
+            }
+            l.max_bullets = n;
+        }
+        Ok(())
+    }
+}
