@@ -3,6 +3,8 @@
 
 use std::path::PathBuf;
 
+use async_nats::ServerAddr;
+
 use super::{ConfigError, invalid};
 
 /// `[agh]` settings.
@@ -22,7 +24,7 @@ pub struct AghConfig {
 pub const DEFAULT_MAX_CHANNELS: usize = 64;
 
 /// `[agh.nats]` settings: the servers of one NATS cluster, at most one authentication method,
-/// TLS. See `crate::faces::nats`.
+/// TLS, as the NATS face (`faces/nats.rs`) uses them.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct NatsConfig {
     /// Server URLs (`url` or `servers`, `AGORA_AGH_NATS_URL` comma-separated), e.g.
@@ -58,7 +60,7 @@ impl NatsConfig {
             ));
         }
         for url in &self.servers {
-            crate::faces::nats::server_addr(url)
+            nats_server_addr(url)
                 .map_err(|e| invalid("agh.nats.servers", &format!("{url:?}: {e}")))?;
         }
         if self.user.is_some() != self.password.is_some() {
@@ -174,4 +176,22 @@ impl NatsOverrides {
             n.tls_required = t;
         }
     }
+}
+
+/// Parses one server URL: `nats://host[:port]`, `tls://host[:port]` (TLS required) or
+/// `host[:port]`; the port defaults to 4222. Credentials in the URL are refused: they belong
+/// in a secret file or the environment, not in a URL that may be shown.
+pub fn nats_server_addr(url: &str) -> Result<ServerAddr, String> {
+    let addr: ServerAddr = url.trim().parse().map_err(|e| format!("{e}"))?;
+    if addr.has_user_pass() {
+        return Err(
+            "credentials in the URL are not accepted: use [agh.nats] user and password_file \
+             (or AGORA_AGH_NATS_USER / AGORA_AGH_NATS_PASSWORD), or token_file"
+                .into(),
+        );
+    }
+    if addr.is_websocket() {
+        return Err("WebSocket URLs are not supported: use nats:// or tls://".into());
+    }
+    Ok(addr)
 }

@@ -6,7 +6,6 @@
 use std::time::Duration;
 
 use super::{Config, ConfigError, Overrides, invalid};
-use crate::faces::serve;
 
 impl Config {
     /// Applies the API key, the connection limits and the access settings of one layer.
@@ -113,7 +112,7 @@ fn parse_origin(value: &str) -> Result<String, ConfigError> {
 /// A host name or IP literal with an optional port, lowercased.
 fn parse_host(value: &str) -> Result<String, ConfigError> {
     let v = value.trim().to_ascii_lowercase();
-    let (name, port) = serve::split_port(&v);
+    let (name, port) = split_port(&v);
     let port_ok = port.is_some() || !v[name.len()..].starts_with(':');
     let literal = name
         .strip_prefix('[')
@@ -135,5 +134,46 @@ fn parse_host(value: &str) -> Result<String, ConfigError> {
             "allowed_hosts",
             &format!("{value:?} is not a host name, IP address or name:port"),
         ))
+    }
+}
+
+/// Connection limits of one face.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FaceLimits {
+    /// Connections served at once (each face has its own count). Default 1,024.
+    pub max_connections: usize,
+    /// Time for a request line and headers to arrive (also how long an HTTP connection may wait
+    /// for its next request). Default 10 s.
+    pub header_timeout: Duration,
+    /// Time for a request body to arrive and the answer to be ready; also how long an HTTP
+    /// connection may go without a byte either way. Default 60 s.
+    pub request_timeout: Duration,
+    /// How long a WebSocket may go without a byte either way. Default 300 s.
+    pub ws_idle_timeout: Duration,
+}
+
+impl Default for FaceLimits {
+    fn default() -> Self {
+        Self {
+            max_connections: 1024,
+            header_timeout: Duration::from_secs(10),
+            request_timeout: Duration::from_secs(60),
+            ws_idle_timeout: Duration::from_secs(300),
+        }
+    }
+}
+
+/// Splits `name:port` (names may be bracketed IPv6 literals); a missing or unreadable port is
+/// `None`.
+pub(crate) fn split_port(host: &str) -> (&str, Option<u16>) {
+    if host.starts_with('[') {
+        return match host.split_once("]:") {
+            Some((name, port)) => (&host[..=name.len()], port.parse().ok()),
+            None => (host, None),
+        };
+    }
+    match host.rsplit_once(':') {
+        Some((name, port)) if !name.contains(':') => (name, port.parse().ok()),
+        _ => (host, None),
     }
 }

@@ -11,6 +11,8 @@
 //! | file | TOML | what |
 //! |---|---|---|
 //! | `faces.rs` | top level | listen addresses, API key, face limits, origins and hosts |
+//! | `peers.rs` | top level | the connection manager's watermarks |
+//! | `rpc.rs` | `[rpc]` | the JSON-RPC face's flow limits and guard workers, and their defaults |
 //! | `agh.rs` | `[agh]`, `[agh.nats]` | AGH settings and the NATS bridge |
 //! | `agtp.rs` | `[agtp]`, `[[agtp.peers]]` | the Agent Name Service and its listener |
 //! | `memory.rs`, `learning.rs`, `improving.rs`, `payments.rs` | `[memory]` … | the primitives' services |
@@ -30,6 +32,8 @@ mod learning;
 mod log;
 mod memory;
 mod payments;
+mod peers;
+pub mod rpc;
 #[cfg(test)]
 mod tests;
 
@@ -39,18 +43,20 @@ use std::time::Duration;
 
 use libp2p::Multiaddr;
 
-use crate::faces::serve;
-use crate::mesh::connmgr::Limits;
-
-pub use agh::{AghConfig, DEFAULT_MAX_CHANNELS, NatsConfig, NatsOverrides, Secret};
+pub use agh::{
+    AghConfig, DEFAULT_MAX_CHANNELS, NatsConfig, NatsOverrides, Secret, nats_server_addr,
+};
 pub use agtp::{AgtpConfig, PeerConfig};
 pub use endpoint::Endpoint;
 pub use env::Overrides;
+pub use faces::FaceLimits;
+pub(crate) use faces::split_port;
 pub use improving::ImprovingConfig;
 pub use learning::LearningConfig;
 pub use log::{LogConfig, LogFormat};
 pub use memory::{MEMORY_EMBEDDERS, MemoryConfig};
 pub use payments::PaymentsConfig;
+pub use peers::PeerLimits;
 
 /// Default data directory.
 pub const DEFAULT_DATA_DIR: &str = "agora-data";
@@ -78,7 +84,7 @@ pub struct Config {
     pub bootstrap: Vec<Multiaddr>,
     /// Connection manager watermarks: above `peers.high` connected peers the least recently
     /// used unprotected ones are closed until `peers.low` remain (`peers_low`, `peers_high`).
-    pub peers: Limits,
+    pub peers: PeerLimits,
     /// AGH greet interval; remote presence lives twice as long.
     pub greet_interval: Duration,
     /// AGH settings.
@@ -89,7 +95,7 @@ pub struct Config {
     pub api_key: Option<String>,
     /// Connection limits of each HTTP and WebSocket face (`max_connections`, `header_timeout`,
     /// `request_timeout`, `ws_idle_timeout`).
-    pub faces: serve::Limits,
+    pub faces: FaceLimits,
     /// Browser origins allowed to open WebSockets and send changes, besides the node's own
     /// pages (`allowed_origins`; lowercase `scheme://host[:port]`).
     pub allowed_origins: Vec<String>,
@@ -141,7 +147,7 @@ impl Default for Config {
             agtp_listen: lo(4480),
             agtp: AgtpConfig::default(),
             bootstrap: Vec::new(),
-            peers: Limits::default(),
+            peers: PeerLimits::default(),
             greet_interval: Duration::from_secs(agora_agh::presence::DEFAULT_GREET_INTERVAL as u64),
             agh: AghConfig {
                 replay_age: agora_agh::validate::DEFAULT_REPLAY_AGE,
@@ -150,18 +156,18 @@ impl Default for Config {
                 max_channels: DEFAULT_MAX_CHANNELS,
             },
             api_key: None,
-            faces: serve::Limits::default(),
+            faces: FaceLimits::default(),
             allowed_origins: Vec::new(),
             allowed_hosts: Vec::new(),
             public_reads: false,
-            rpc_conn_rate: crate::faces::rpc::CONN_RATE,
-            rpc_key_rate: crate::faces::rpc::KEY_RATE,
-            rpc_conn_frames: crate::faces::rpc::CONN_FRAMES,
-            rpc_conn_bytes: crate::faces::rpc::CONN_BYTES,
-            rpc_total_bytes: crate::faces::rpc::TOTAL_BYTES,
-            rpc_write_timeout: crate::faces::rpc::WRITE_TIMEOUT,
-            rpc_guard_workers: crate::hyperspace::LongCallSettings::default().workers,
-            rpc_guard_budget: crate::hyperspace::LongCallSettings::default().budget,
+            rpc_conn_rate: rpc::CONN_RATE,
+            rpc_key_rate: rpc::KEY_RATE,
+            rpc_conn_frames: rpc::CONN_FRAMES,
+            rpc_conn_bytes: rpc::CONN_BYTES,
+            rpc_total_bytes: rpc::TOTAL_BYTES,
+            rpc_write_timeout: rpc::WRITE_TIMEOUT,
+            rpc_guard_workers: rpc::GUARD_WORKERS,
+            rpc_guard_budget: rpc::GUARD_BUDGET,
             memory: MemoryConfig::default(),
             learning: LearningConfig::default(),
             improving: ImprovingConfig::default(),
@@ -324,7 +330,7 @@ impl Config {
             ),
         ] {
             if let Some(v) = value {
-                if v < crate::faces::rpc::MAX_MESSAGE_BYTES {
+                if v < rpc::MAX_MESSAGE_BYTES {
                     return Err(invalid(
                         key,
                         "must be at least 1048576 bytes (one message of the largest size)",

@@ -205,7 +205,7 @@ fn environment_values_that_do_not_parse_are_errors() {
 #[test]
 fn face_limits_and_access_settings_layer() {
     let mut c = Config::default();
-    assert_eq!(c.faces, serve::Limits::default());
+    assert_eq!(c.faces, FaceLimits::default());
     c.apply_file(
         r#"
         api_key = "0123456789abcdef"
@@ -284,7 +284,7 @@ fn bad_access_settings_name_their_key() {
 #[test]
 fn json_rpc_flow_limits_layer_and_are_checked() {
     let mut c = Config::default();
-    assert_eq!(c.rpc_conn_frames, crate::faces::rpc::CONN_FRAMES);
+    assert_eq!(c.rpc_conn_frames, rpc::CONN_FRAMES);
     c.apply_file(
         "[rpc]\nconn_frames = 8\nconn_bytes = 2097152\nwrite_timeout_secs = 5",
         Path::new("agora.toml"),
@@ -498,7 +498,7 @@ fn payments_settings_layer_and_are_checked() {
 #[test]
 fn peer_watermarks_layer_and_are_checked_together() {
     let mut c = Config::default();
-    assert_eq!(c.peers, Limits::default());
+    assert_eq!(c.peers, PeerLimits::default());
     c.validate().unwrap();
     // The file raises the low mark above the default high one; only the final
     // combination is checked, so a later layer can complete it.
@@ -513,7 +513,7 @@ fn peer_watermarks_layer_and_are_checked_together() {
     .unwrap();
     c.validate().unwrap();
     assert_eq!((c.peers.low, c.peers.high), (20, 40));
-    assert_eq!(c.peers.grace, Limits::default().grace);
+    assert_eq!(c.peers.grace, PeerLimits::default().grace);
     c.apply(Overrides {
         peers_low: Some(0),
         ..Overrides::default()
