@@ -5,7 +5,9 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use super::file::FileAgtp;
-use super::{Config, ConfigError, invalid};
+use std::ops::Bound::{Excluded, Included};
+
+use super::{Config, ConfigError, in_range, invalid, set_in_range};
 
 /// `[agtp]` settings: the Agent Name Service and its listener.
 #[derive(Clone, Debug, PartialEq)]
@@ -131,12 +133,13 @@ impl Config {
             (f.rate, &mut a.rate, "agtp.rate"),
             (f.burst, &mut a.burst, "agtp.burst"),
         ] {
-            if let Some(v) = value {
-                if !(v.is_finite() && v > 0.0) {
-                    return Err(invalid(key, "must be a positive number"));
-                }
-                *slot = v;
-            }
+            set_in_range(
+                slot,
+                key,
+                value,
+                (Excluded(0.0), Included(f64::MAX)),
+                "must be a positive number",
+            )?;
         }
         for (value, slot, key, unit) in [
             (
@@ -165,10 +168,9 @@ impl Config {
             ),
         ] {
             if let Some(v) = value {
-                if v == 0 {
-                    return Err(invalid(key, "must be positive"));
-                }
-                *slot = Duration::from_millis(v.saturating_mul(unit));
+                *slot = Duration::from_millis(
+                    in_range(key, v, 1.., "must be positive")?.saturating_mul(unit),
+                );
             }
         }
         if let Some(keys) = f.governance_keys {

@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use super::{Config, ConfigError, Overrides, invalid};
+use super::{Config, ConfigError, Overrides, in_range, invalid, set_in_range};
 
 impl Config {
     /// Applies the API key, the connection limits and the access settings of one layer.
@@ -35,12 +35,13 @@ impl Config {
             }
             self.api_key = Some(key.to_owned());
         }
-        if let Some(n) = o.max_connections {
-            if !(1..=1_000_000).contains(&n) {
-                return Err(invalid("max_connections", "must be 1 to 1000000"));
-            }
-            self.faces.max_connections = n;
-        }
+        set_in_range(
+            &mut self.faces.max_connections,
+            "max_connections",
+            o.max_connections,
+            1..=1_000_000,
+            "must be 1 to 1000000",
+        )?;
         for (value, slot, key) in [
             (
                 o.header_timeout,
@@ -59,10 +60,12 @@ impl Config {
             ),
         ] {
             if let Some(secs) = value {
-                if !(1..=86_400).contains(&secs) {
-                    return Err(invalid(key, "must be 1 to 86400 seconds"));
-                }
-                *slot = Duration::from_secs(secs);
+                *slot = Duration::from_secs(in_range(
+                    key,
+                    secs,
+                    1..=86_400,
+                    "must be 1 to 86400 seconds",
+                )?);
             }
         }
         if !o.allowed_origins.is_empty() {
@@ -82,12 +85,13 @@ impl Config {
         if let Some(p) = o.public_reads {
             self.public_reads = p;
         }
-        if let Some(n) = o.agh_max_channels {
-            if !(1..=100_000).contains(&n) {
-                return Err(invalid("agh.max_channels", "must be 1 to 100000"));
-            }
-            self.agh.max_channels = n;
-        }
+        set_in_range(
+            &mut self.agh.max_channels,
+            "agh.max_channels",
+            o.agh_max_channels,
+            1..=100_000,
+            "must be 1 to 100000",
+        )?;
         Ok(())
     }
 }

@@ -6,7 +6,9 @@ use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 
-use super::{Config, ConfigError, NatsConfig, NatsOverrides, Overrides, Secret, invalid};
+use super::{
+    Config, ConfigError, NatsConfig, NatsOverrides, Overrides, Secret, invalid, set_in_range,
+};
 
 /// The shape of `agora.toml`.
 #[derive(Debug, Default, Deserialize)]
@@ -307,15 +309,13 @@ impl Config {
             self.apply_agtp(agtp, path)?;
         }
         if let Some(agh) = file.agh {
-            if let Some(age) = agh.replay_age {
-                if age <= 0 {
-                    return Err(invalid(
-                        "agh.replay_age",
-                        "must be a positive number of seconds",
-                    ));
-                }
-                self.agh.replay_age = age;
-            }
+            set_in_range(
+                &mut self.agh.replay_age,
+                "agh.replay_age",
+                agh.replay_age,
+                1..,
+                "must be a positive number of seconds",
+            )?;
             if let Some(r) = agh.reference_admission {
                 self.agh.reference_admission = r;
             }

@@ -1,6 +1,6 @@
 //! `[improving]`: the self-improving service (`AGORA_IMPROVING_*`).
 
-use super::{Config, ConfigError, Endpoint, Overrides, invalid};
+use super::{Config, ConfigError, Endpoint, Overrides, invalid, set_in_range};
 
 /// `[improving]` settings (`docs/node.md` "Self-improving").
 #[derive(Clone, Debug, PartialEq)]
@@ -58,36 +58,40 @@ impl Config {
             }
             i.task_types.clone_from(&o.improving_task_types);
         }
-        if let Some(n) = o.improving_max_library {
-            if !(1..=1_000_000).contains(&n) {
-                return Err(invalid("improving.max_library", "must be 1..1000000"));
-            }
-            i.max_library = n;
-        }
-        if let Some(n) = o.improving_max_task_types {
-            if !(1..=100_000).contains(&n) {
-                return Err(invalid("improving.max_task_types", "must be 1..100000"));
-            }
-            i.max_task_types = n;
-        }
-        if let Some(r) = o.improving_min_reward {
-            if !(-1.0..=1.0).contains(&r) {
-                return Err(invalid("improving.min_reward", "must be -1..1"));
-            }
-            i.min_reward = r;
-        }
+        set_in_range(
+            &mut i.max_library,
+            "improving.max_library",
+            o.improving_max_library,
+            1..=1_000_000,
+            "must be 1..1000000",
+        )?;
+        set_in_range(
+            &mut i.max_task_types,
+            "improving.max_task_types",
+            o.improving_max_task_types,
+            1..=100_000,
+            "must be 1..100000",
+        )?;
+        set_in_range(
+            &mut i.min_reward,
+            "improving.min_reward",
+            o.improving_min_reward,
+            -1.0..=1.0,
+            "must be -1..1",
+        )?;
         i.endpoint.apply(
             "improving",
             o.improving_base_url.as_ref(),
             o.improving_model.as_ref(),
             o.improving_api_key.as_ref(),
         )?;
-        if let Some(t) = o.improving_timeout_ms {
-            if !(100..=600_000).contains(&t) {
-                return Err(invalid("improving.timeout_ms", "must be 100..600000"));
-            }
-            i.timeout_ms = t;
-        }
+        set_in_range(
+            &mut i.timeout_ms,
+            "improving.timeout_ms",
+            o.improving_timeout_ms,
+            100..=600_000,
+            "must be 100..600000",
+        )?;
         Ok(())
     }
 }

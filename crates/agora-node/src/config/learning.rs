@@ -1,6 +1,6 @@
 //! `[learning]`: the learning service (`AGORA_LEARNING_*`).
 
-use super::{Config, ConfigError, Endpoint, Overrides, invalid};
+use super::{Config, ConfigError, Endpoint, Overrides, invalid, set_in_range};
 
 /// `[learning]` settings (`docs/node.md` "Learning").
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -51,24 +51,27 @@ impl Config {
             o.learning_model.as_ref(),
             o.learning_api_key.as_ref(),
         )?;
-        if let Some(t) = o.learning_timeout_ms {
-            if !(100..=600_000).contains(&t) {
-                return Err(invalid("learning.timeout_ms", "must be 100..600000"));
-            }
-            l.timeout_ms = t;
-        }
-        if let Some(n) = o.learning_max_playbooks {
-            if !(1..=1_000_000).contains(&n) {
-                return Err(invalid("learning.max_playbooks", "must be 1..1000000"));
-            }
-            l.max_playbooks = n;
-        }
-        if let Some(n) = o.learning_max_bullets {
-            if !(1..=100_000).contains(&n) {
-                return Err(invalid("learning.max_bullets", "must be 1..100000"));
-            }
-            l.max_bullets = n;
-        }
+        set_in_range(
+            &mut l.timeout_ms,
+            "learning.timeout_ms",
+            o.learning_timeout_ms,
+            100..=600_000,
+            "must be 100..600000",
+        )?;
+        set_in_range(
+            &mut l.max_playbooks,
+            "learning.max_playbooks",
+            o.learning_max_playbooks,
+            1..=1_000_000,
+            "must be 1..1000000",
+        )?;
+        set_in_range(
+            &mut l.max_bullets,
+            "learning.max_bullets",
+            o.learning_max_bullets,
+            1..=100_000,
+            "must be 1..100000",
+        )?;
         Ok(())
     }
 }

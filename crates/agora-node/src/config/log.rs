@@ -1,6 +1,8 @@
 //! `[log]`: the log filter (`level`; `RUST_LOG` and `AGORA_LOG` come first) and the line
 //! format (`format`, `AGORA_LOG_FORMAT`, `--log-format`).
 
+use super::{ConfigError, Overrides, invalid};
+
 /// How log lines are written.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub enum LogFormat {
@@ -30,4 +32,20 @@ pub struct LogConfig {
     pub level: Option<String>,
     /// `format` (`AGORA_LOG_FORMAT`, `--log-format`): `text` (default) or `json`.
     pub format: LogFormat,
+}
+
+impl LogConfig {
+    /// Applies the `[log]` settings of one layer.
+    pub(super) fn apply(&mut self, o: &Overrides) -> Result<(), ConfigError> {
+        if let Some(l) = &o.log_level {
+            if l.trim().is_empty() {
+                return Err(invalid("log.level", "must not be empty"));
+            }
+            self.level = Some(l.clone());
+        }
+        if let Some(f) = &o.log_format {
+            self.format = f.parse().map_err(|e: String| invalid("log.format", &e))?;
+        }
+        Ok(())
+    }
 }

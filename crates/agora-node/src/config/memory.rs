@@ -1,6 +1,6 @@
 //! `[memory]`: the memory service (`AGORA_MEMORY_*`).
 
-use super::{Config, ConfigError, Endpoint, Overrides, invalid};
+use super::{Config, ConfigError, Endpoint, Overrides, invalid, set_in_range};
 
 /// `[memory]` settings (`docs/node.md` "Memory").
 #[derive(Clone, Debug, PartialEq)]
@@ -72,24 +72,27 @@ impl Config {
             o.memory_model.as_ref(),
             o.memory_api_key.as_ref(),
         )?;
-        if let Some(n) = o.memory_workers {
-            if !(1..=64).contains(&n) {
-                return Err(invalid("memory.workers", "must be 1..64"));
-            }
-            m.workers = n;
-        }
-        if let Some(n) = o.memory_max_memories {
-            if !(1..=10_000_000).contains(&n) {
-                return Err(invalid("memory.max_memories", "must be 1..10000000"));
-            }
-            m.max_memories = n;
-        }
-        if let Some(r) = o.memory_peer_rate {
-            if !(1.0..=1_000_000.0).contains(&r) {
-                return Err(invalid("memory.peer_rate", "must be 1..1000000"));
-            }
-            m.peer_rate = r;
-        }
+        set_in_range(
+            &mut m.workers,
+            "memory.workers",
+            o.memory_workers,
+            1..=64,
+            "must be 1..64",
+        )?;
+        set_in_range(
+            &mut m.max_memories,
+            "memory.max_memories",
+            o.memory_max_memories,
+            1..=10_000_000,
+            "must be 1..10000000",
+        )?;
+        set_in_range(
+            &mut m.peer_rate,
+            "memory.peer_rate",
+            o.memory_peer_rate,
+            1.0..=1_000_000.0,
+            "must be 1..1000000",
+        )?;
         Ok(())
     }
 }

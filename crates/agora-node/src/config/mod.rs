@@ -38,6 +38,7 @@ pub mod rpc;
 mod tests;
 
 use std::net::SocketAddr;
+use std::ops::RangeBounds;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -233,43 +234,24 @@ impl Config {
     }
 
     /// Applies one layer of overrides.
-    pub fn apply(&mut self, o: Overrides) -> Result<(), ConfigError> {
+    pub fn apply(&mut self, mut o: Overrides) -> Result<(), ConfigError> {
         self.apply_access(&o)?;
         self.apply_memory(&o)?;
         self.apply_learning(&o)?;
         self.apply_improving(&o)?;
-        if let Some(f) = &o.payments_wallet_key_file {
-            if f.as_os_str().is_empty() {
-                return Err(invalid("payments.wallet_key_file", "must not be empty"));
-            }
-            self.payments.wallet_key_file = Some(f.clone());
-        }
-        if let Some(t) = o.payments_challenge_ttl_secs {
-            if !(10..=86_400).contains(&t) {
-                return Err(invalid("payments.challenge_ttl_secs", "must be 10..86400"));
-            }
-            self.payments.challenge_ttl_secs = Some(t);
-        }
-        if let Some(l) = &o.log_level {
-            if l.trim().is_empty() {
-                return Err(invalid("log.level", "must not be empty"));
-            }
-            self.log.level = Some(l.clone());
-        }
-        if let Some(f) = &o.log_format {
-            self.log.format = f.parse().map_err(|e: String| invalid("log.format", &e))?;
-        }
-        if let Some(d) = o.data {
+        self.payments.apply(&o)?;
+        self.log.apply(&o)?;
+        if let Some(d) = o.data.take() {
             self.data = d;
         }
         if !o.p2p_listen.is_empty() {
             self.p2p_listen = parse_multiaddrs(&o.p2p_listen, "p2p_listen")?;
         }
         for (value, slot, key) in [
-            (o.agh_listen, &mut self.agh_listen, "agh_listen"),
-            (o.http_listen, &mut self.http_listen, "http_listen"),
-            (o.rpc_listen, &mut self.rpc_listen, "rpc_listen"),
-            (o.agtp_listen, &mut self.agtp_listen, "agtp_listen"),
+            (o.agh_listen.take(), &mut self.agh_listen, "agh_listen"),
+            (o.http_listen.take(), &mut self.http_listen, "http_listen"),
+            (o.rpc_listen.take(), &mut self.rpc_listen, "rpc_listen"),
+            (o.agtp_listen.take(), &mut self.agtp_listen, "agtp_listen"),
         ] {
             if let Some(v) = value {
                 *slot = v
@@ -288,11 +270,14 @@ impl Config {
             self.peers.high = high;
         }
         if let Some(secs) = o.greet_interval {
-            if secs == 0 {
-                return Err(invalid("greet_interval", "must be at least 1 second"));
-            }
-            self.greet_interval = Duration::from_secs(secs);
+            self.greet_interval = Duration::from_secs(in_range(
+                "greet_interval",
+                secs,
+                1..,
+                "must be at least 1 second",
+            )?);
         }
+        self.apply_rpc(&o)?;
         if !o.nats.is_empty() {
             o.nats
                 .apply_to(self.agh.nats.get_or_insert_with(NatsConfig::default));
@@ -302,66 +287,6 @@ impl Config {
         }
         if let Some(i) = o.agtp_insecure {
             self.agtp.insecure = i;
-        }
-        for (value, slot, key) in [
-            (o.rpc_conn_rate, &mut self.rpc_conn_rate, "rpc.conn_rate"),
-            (o.rpc_key_rate, &mut self.rpc_key_rate, "rpc.key_rate"),
-        ] {
-            if let Some(v) = value {
-                if !(v.is_finite() && v >= 1.0) {
-                    return Err(invalid(key, "must be at least 1 request per second"));
-                }
-                *slot = v;
-            }
-        }
-        if let Some(n) = o.rpc_conn_frames {
-            if n == 0 {
-                return Err(invalid("rpc.conn_frames", "must be at least 1"));
-            }
-            self.rpc_conn_frames = n;
-        }
-        // A connection must be able to hold one message of the largest size.
-        for (value, slot, key) in [
-            (o.rpc_conn_bytes, &mut self.rpc_conn_bytes, "rpc.conn_bytes"),
-            (
-                o.rpc_total_bytes,
-                &mut self.rpc_total_bytes,
-                "rpc.total_bytes",
-            ),
-        ] {
-            if let Some(v) = value {
-                if v < rpc::MAX_MESSAGE_BYTES {
-                    return Err(invalid(
-                        key,
-                        "must be at least 1048576 bytes (one message of the largest size)",
-                    ));
-                }
-                *slot = v;
-            }
-        }
-        if let Some(secs) = o.rpc_write_timeout {
-            if secs == 0 {
-                return Err(invalid(
-                    "rpc.write_timeout_secs",
-                    "must be at least 1 second",
-                ));
-            }
-            self.rpc_write_timeout = Duration::from_secs(secs);
-        }
-        if let Some(n) = o.rpc_guard_workers {
-            if !(1..=64).contains(&n) {
-                return Err(invalid("rpc.guard_workers", "must be 1..64"));
-            }
-            self.rpc_guard_workers = n;
-        }
-        if let Some(ms) = o.rpc_guard_budget_ms {
-            if !(10..=600_000).contains(&ms) {
-                return Err(invalid(
-                    "rpc.guard_budget_ms",
-                    "must be 10..600000 milliseconds",
-                ));
-            }
-            self.rpc_guard_budget = Duration::from_millis(ms);
         }
         Ok(())
     }
@@ -414,6 +339,35 @@ impl Config {
         }
         Ok(())
     }
+}
+
+/// `value` when `range` holds it; otherwise the error `key: message`. Every bounded number of the
+/// configuration is checked here, whichever layer (file, environment, flag) it comes from.
+fn in_range<T: PartialOrd>(
+    key: &str,
+    value: T,
+    range: impl RangeBounds<T>,
+    message: &str,
+) -> Result<T, ConfigError> {
+    if range.contains(&value) {
+        Ok(value)
+    } else {
+        Err(invalid(key, message))
+    }
+}
+
+/// Stores a layer's `value` in `slot` once [`in_range`] accepts it; `None` leaves `slot`.
+fn set_in_range<T: PartialOrd, U: From<T>>(
+    slot: &mut U,
+    key: &str,
+    value: Option<T>,
+    range: impl RangeBounds<T>,
+    message: &str,
+) -> Result<(), ConfigError> {
+    if let Some(v) = value {
+        *slot = in_range(key, v, range, message)?.into();
+    }
+    Ok(())
 }
 
 fn invalid(key: &str, message: &str) -> ConfigError {

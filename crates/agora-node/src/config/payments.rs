@@ -2,6 +2,8 @@
 
 use std::path::PathBuf;
 
+use super::{ConfigError, Overrides, invalid, set_in_range};
+
 /// `[payments]` settings (`docs/node.md` "Micropayments").
 #[derive(Clone, Debug, PartialEq, Eq, Default)]
 pub struct PaymentsConfig {
@@ -12,4 +14,23 @@ pub struct PaymentsConfig {
     /// How long a payment challenge stays payable, seconds (`challenge_ttl_secs`,
     /// `AGORA_PAYMENTS_CHALLENGE_TTL_SECS`; 10..86,400, default 300).
     pub challenge_ttl_secs: Option<u64>,
+}
+
+impl PaymentsConfig {
+    /// Applies the `[payments]` settings of one layer.
+    pub(super) fn apply(&mut self, o: &Overrides) -> Result<(), ConfigError> {
+        if let Some(f) = &o.payments_wallet_key_file {
+            if f.as_os_str().is_empty() {
+                return Err(invalid("payments.wallet_key_file", "must not be empty"));
+            }
+            self.wallet_key_file = Some(f.clone());
+        }
+        set_in_range(
+            &mut self.challenge_ttl_secs,
+            "payments.challenge_ttl_secs",
+            o.payments_challenge_ttl_secs,
+            10..=86_400,
+            "must be 10..86400",
+        )
+    }
 }

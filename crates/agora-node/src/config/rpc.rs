@@ -3,6 +3,8 @@
 
 use std::time::Duration;
 
+use super::{Config, ConfigError, Overrides, in_range, set_in_range};
+
 /// Largest JSON-RPC message accepted (larger ones close the connection with 1009).
 pub const MAX_MESSAGE_BYTES: usize = 1 << 20;
 /// Default requests per second per connection.
@@ -24,3 +26,71 @@ pub const GUARD_WORKERS: usize = 2;
 /// Default time budget of one such call, waiting included: a validation within the default
 /// limits takes well under 0.5 s even in a debug build.
 pub const GUARD_BUDGET: Duration = Duration::from_secs(2);
+
+impl Config {
+    /// Applies the `[rpc]` settings of one layer.
+    pub(super) fn apply_rpc(&mut self, o: &Overrides) -> Result<(), ConfigError> {
+        let rate = "must be at least 1 request per second";
+        set_in_range(
+            &mut self.rpc_conn_rate,
+            "rpc.conn_rate",
+            o.rpc_conn_rate,
+            1.0..=f64::MAX,
+            rate,
+        )?;
+        set_in_range(
+            &mut self.rpc_key_rate,
+            "rpc.key_rate",
+            o.rpc_key_rate,
+            1.0..=f64::MAX,
+            rate,
+        )?;
+        set_in_range(
+            &mut self.rpc_conn_frames,
+            "rpc.conn_frames",
+            o.rpc_conn_frames,
+            1..,
+            "must be at least 1",
+        )?;
+        // A connection must be able to hold one message of the largest size.
+        let bytes = "must be at least 1048576 bytes (one message of the largest size)";
+        set_in_range(
+            &mut self.rpc_conn_bytes,
+            "rpc.conn_bytes",
+            o.rpc_conn_bytes,
+            MAX_MESSAGE_BYTES..,
+            bytes,
+        )?;
+        set_in_range(
+            &mut self.rpc_total_bytes,
+            "rpc.total_bytes",
+            o.rpc_total_bytes,
+            MAX_MESSAGE_BYTES..,
+            bytes,
+        )?;
+        if let Some(secs) = o.rpc_write_timeout {
+            self.rpc_write_timeout = Duration::from_secs(in_range(
+                "rpc.write_timeout_secs",
+                secs,
+                1..,
+                "must be at least 1 second",
+            )?);
+        }
+        set_in_range(
+            &mut self.rpc_guard_workers,
+            "rpc.guard_workers",
+            o.rpc_guard_workers,
+            1..=64,
+            "must be 1..64",
+        )?;
+        if let Some(ms) = o.rpc_guard_budget_ms {
+            self.rpc_guard_budget = Duration::from_millis(in_range(
+                "rpc.guard_budget_ms",
+                ms,
+                10..=600_000,
+                "must be 10..600000 milliseconds",
+            )?);
+        }
+        Ok(())
+    }
+}
