@@ -49,9 +49,10 @@ pub use agh::{
 };
 pub use agtp::{AgtpConfig, PeerConfig};
 pub use endpoint::Endpoint;
-pub use env::Overrides;
+pub use env::{Kind, Overrides, SETTINGS, Setting};
 pub use faces::FaceLimits;
 pub(crate) use faces::split_port;
+pub use file::toml_keys;
 pub use improving::ImprovingConfig;
 pub use learning::LearningConfig;
 pub use log::{LogConfig, LogFormat};

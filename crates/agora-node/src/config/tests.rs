@@ -547,3 +547,53 @@ fn agtp_scope_claims_and_population_settings() {
         "agtp.unregistered_scope_claims:",
     );
 }
+
+#[test]
+fn in_range_names_the_key_and_keeps_the_bounds() {
+    assert_eq!(in_range("k", 5, 1..=64, "must be 1..64").unwrap(), 5);
+    assert_eq!(in_range("k", 64, 1..=64, "must be 1..64").unwrap(), 64);
+    let err = in_range("memory.workers", 65, 1..=64, "must be 1..64").unwrap_err();
+    assert_eq!(err.to_string(), "memory.workers: must be 1..64");
+    assert!(in_range("k", 0, 1.., "m").is_err());
+    assert!(in_range("k", f64::NAN, 1.0..=f64::MAX, "m").is_err());
+    assert!(in_range("k", f64::INFINITY, 1.0..=f64::MAX, "m").is_err());
+    let mut slot = Some(1_u64);
+    set_in_range(&mut slot, "k", None, 10..=20, "m").unwrap();
+    assert_eq!(slot, Some(1), "None leaves the slot");
+    set_in_range(&mut slot, "k", Some(15), 10..=20, "m").unwrap();
+    assert_eq!(slot, Some(15));
+}
+
+#[test]
+fn the_settings_table_names_real_keys_once() {
+    let keys = toml_keys();
+    for k in [
+        "data",
+        "agh.nats.password_file",
+        "agtp.weights.trust_tier",
+        "agtp.peers[].key",
+    ] {
+        assert!(keys.iter().any(|x| x == k), "{k} missing from {keys:?}");
+    }
+    let mut envs = std::collections::BTreeSet::new();
+    let mut flags = std::collections::BTreeSet::new();
+    for s in SETTINGS {
+        assert!(
+            keys.iter().any(|k| k == s.key),
+            "{} is not a key of agora.toml",
+            s.key
+        );
+        assert!(envs.insert(s.env), "{} twice", s.env);
+        assert!(s.flag.is_none_or(|f| flags.insert(f)), "{:?} twice", s.flag);
+        assert_eq!(s.kind == Kind::Secret, s.flag.is_none(), "{}", s.key);
+    }
+    // The environment is read through the table, and only through it.
+    let asked = std::sync::Mutex::new(Vec::new());
+    Config::env_overrides(|k| {
+        asked.lock().unwrap().push(k.to_owned());
+        None
+    })
+    .unwrap();
+    let asked = asked.into_inner().unwrap();
+    assert_eq!(asked, SETTINGS.iter().map(|s| s.env).collect::<Vec<_>>());
+}
