@@ -268,11 +268,11 @@ mod tests {
             .unwrap()
             .0;
         assert_eq!(o.peers_low, Some(3));
-        assert_eq!(o.agtp_tls, Some(true));
-        assert_eq!(o.memory_serve, Some(false));
+        assert_eq!(o.agtp.tls, Some(true));
+        assert_eq!(o.memory.serve, Some(false));
         assert_eq!(o.bootstrap.len(), 2);
-        assert_eq!(o.improving_min_reward, Some(-0.5));
-        assert_eq!(o.agtp_insecure, None);
+        assert_eq!(o.improving.min_reward, Some(-0.5));
+        assert_eq!(o.agtp.insecure, None);
         let bad = NodeArgs::augment_args(Command::new("node"))
             .try_get_matches_from(["node", "--memory-serve=maybe"])
             .unwrap();

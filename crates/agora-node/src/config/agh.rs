@@ -1,11 +1,12 @@
 //! `[agh]` and `[agh.nats]`: AGH settings and the NATS bridge (`AGORA_AGH_*`,
 //! `AGORA_AGH_NATS_*`).
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use async_nats::ServerAddr;
+use serde::{Deserialize, Deserializer};
 
-use super::{ConfigError, invalid};
+use super::{Config, ConfigError, invalid, set_in_range};
 
 /// `[agh]` settings.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -110,34 +111,47 @@ impl std::fmt::Debug for Secret {
     }
 }
 
-/// Environment overrides of `[agh.nats]`.
-#[derive(Clone, Debug, Default)]
+/// `[agh.nats]` in one layer of settings: a file's `[agh.nats]` (which replaces the section
+/// whole; secrets are files, `password_file` and `token_file`) or the `AGORA_AGH_NATS_*`
+/// variables and their flags (merged key by key; secrets are values).
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(default, deny_unknown_fields)]
 pub struct NatsOverrides {
-    /// `AGORA_AGH_NATS_URL` (comma-separated).
-    pub servers: Vec<String>,
-    /// `AGORA_AGH_NATS_USER`.
+    /// `url`: one server (`servers` for several).
+    pub url: Option<String>,
+    /// `servers`; `AGORA_AGH_NATS_URL` (comma-separated).
+    pub servers: Option<Vec<String>>,
+    /// `user`, `AGORA_AGH_NATS_USER`.
     pub user: Option<String>,
-    /// `AGORA_AGH_NATS_PASSWORD`.
+    /// `password_file`, or `AGORA_AGH_NATS_PASSWORD`.
+    #[serde(rename = "password_file", deserialize_with = "secret_file")]
     pub password: Option<Secret>,
-    /// `AGORA_AGH_NATS_TOKEN`.
+    /// `token_file`, or `AGORA_AGH_NATS_TOKEN`.
+    #[serde(rename = "token_file", deserialize_with = "secret_file")]
     pub token: Option<Secret>,
-    /// `AGORA_AGH_NATS_NKEY_SEED_FILE`.
+    /// `nkey_seed_file`, `AGORA_AGH_NATS_NKEY_SEED_FILE`.
     pub nkey_seed_file: Option<PathBuf>,
-    /// `AGORA_AGH_NATS_CREDS_FILE`.
+    /// `creds_file`, `AGORA_AGH_NATS_CREDS_FILE`.
     pub creds_file: Option<PathBuf>,
-    /// `AGORA_AGH_NATS_TLS_REQUIRED`.
+    /// `tls_required`, `AGORA_AGH_NATS_TLS_REQUIRED`.
     pub tls_required: Option<bool>,
-    /// `AGORA_AGH_NATS_CA_FILE`.
+    /// `ca_file`, `AGORA_AGH_NATS_CA_FILE`.
     pub ca_file: Option<PathBuf>,
-    /// `AGORA_AGH_NATS_CERT_FILE`.
+    /// `cert_file`, `AGORA_AGH_NATS_CERT_FILE`.
     pub cert_file: Option<PathBuf>,
-    /// `AGORA_AGH_NATS_KEY_FILE`.
+    /// `key_file`, `AGORA_AGH_NATS_KEY_FILE`.
     pub key_file: Option<PathBuf>,
+}
+
+/// A secret's file, as `agora.toml` names it.
+fn secret_file<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Secret>, D::Error> {
+    Ok(Option::<PathBuf>::deserialize(d)?.map(Secret::File))
 }
 
 impl NatsOverrides {
     pub(super) fn is_empty(&self) -> bool {
-        self.servers.is_empty()
+        self.url.is_none()
+            && self.servers.is_none()
             && self.user.is_none()
             && self.password.is_none()
             && self.token.is_none()
@@ -150,8 +164,9 @@ impl NatsOverrides {
     }
 
     pub(super) fn apply_to(self, n: &mut NatsConfig) {
-        if !self.servers.is_empty() {
-            n.servers = self.servers;
+        // (`url` is a file's key only, and a file replaces the section whole)
+        if let Some(servers) = self.servers {
+            n.servers = servers;
         }
         if self.user.is_some() {
             n.user = self.user;
@@ -194,4 +209,72 @@ pub fn nats_server_addr(url: &str) -> Result<ServerAddr, String> {
         return Err("WebSocket URLs are not supported: use nats:// or tls://".into());
     }
     Ok(addr)
+}
+
+/// `[agh]` in one layer of settings (see [`Overrides`](super::Overrides)).
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct AghOverrides {
+    /// `replay_age`.
+    pub replay_age: Option<i64>,
+    /// `reference_admission`.
+    pub reference_admission: Option<bool>,
+    /// `max_channels`.
+    pub max_channels: Option<usize>,
+    /// `nats`.
+    pub nats: Option<NatsOverrides>,
+}
+
+impl NatsOverrides {
+    /// A file's section as a whole; relative paths are taken from `base` (the file's
+    /// directory).
+    fn into_config(self, base: &Path) -> Result<NatsConfig, ConfigError> {
+        let rel = |p: Option<PathBuf>| p.map(|p| if p.is_absolute() { p } else { base.join(p) });
+        let servers = match (self.url, self.servers) {
+            (Some(_), Some(_)) => {
+                return Err(invalid("agh.nats.url", "set url or servers, not both"));
+            }
+            (Some(url), None) => vec![url],
+            (None, Some(servers)) => servers,
+            (None, None) => Vec::new(),
+        };
+        let secret = |s: Option<Secret>| match s {
+            Some(Secret::File(p)) => rel(Some(p)).map(Secret::File),
+            other => other,
+        };
+        Ok(NatsConfig {
+            servers,
+            user: self.user,
+            password: secret(self.password),
+            token: secret(self.token),
+            nkey_seed_file: rel(self.nkey_seed_file),
+            creds_file: rel(self.creds_file),
+            tls_required: self.tls_required.unwrap_or(false),
+            ca_file: rel(self.ca_file),
+            cert_file: rel(self.cert_file),
+            key_file: rel(self.key_file),
+        })
+    }
+}
+
+impl Config {
+    /// Applies the `[agh]` settings of one layer but `max_channels` (with the faces' limits)
+    /// and the environment's NATS settings (merged by [`Config::apply`]); a file's
+    /// `[agh.nats]` replaces the section, its relative paths taken from `base`.
+    pub(super) fn apply_agh(&mut self, agh: AghOverrides, base: &Path) -> Result<(), ConfigError> {
+        set_in_range(
+            &mut self.agh.replay_age,
+            "agh.replay_age",
+            agh.replay_age,
+            1..,
+            "must be a positive number of seconds",
+        )?;
+        if let Some(r) = agh.reference_admission {
+            self.agh.reference_admission = r;
+        }
+        if let Some(nats) = agh.nats {
+            self.agh.nats = Some(nats.into_config(base)?);
+        }
+        Ok(())
+    }
 }

@@ -4,7 +4,8 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use super::file::FileAgtp;
+use serde::Deserialize;
+
 use std::ops::Bound::{Excluded, Included};
 
 use super::{Config, ConfigError, in_range, invalid, set_in_range};
@@ -78,7 +79,8 @@ impl Default for AgtpConfig {
 }
 
 /// `[[agtp.peers]]`: a federated name server.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct PeerConfig {
     /// Its name in `federation_path`.
     pub name: String,
@@ -94,8 +96,7 @@ pub struct PeerConfig {
 
 impl Config {
     /// Applies `[agtp]`; relative paths are taken from the configuration file's directory.
-    pub(super) fn apply_agtp(&mut self, f: FileAgtp, path: &Path) -> Result<(), ConfigError> {
-        let base = path.parent().unwrap_or_else(|| Path::new(""));
+    pub(super) fn apply_agtp(&mut self, f: AgtpOverrides, base: &Path) -> Result<(), ConfigError> {
         let rel = |p: PathBuf| if p.is_absolute() { p } else { base.join(p) };
         let a = &mut self.agtp;
         if let Some(name) = f.name {
@@ -104,10 +105,12 @@ impl Config {
             }
             a.name = Some(name);
         }
-        a.cert = f.cert.map(rel);
-        a.key = f.key.map(rel);
-        if a.cert.is_some() != a.key.is_some() {
-            return Err(invalid("agtp.cert", "agtp.cert and agtp.key go together"));
+        if f.cert.is_some() || f.key.is_some() {
+            a.cert = f.cert.map(rel);
+            a.key = f.key.map(rel);
+            if a.cert.is_some() != a.key.is_some() {
+                return Err(invalid("agtp.cert", "agtp.cert and agtp.key go together"));
+            }
         }
         if let Some(names) = f.tls_names {
             a.tls_names = names;
@@ -192,14 +195,66 @@ impl Config {
             a.peers = peers
                 .into_iter()
                 .map(|p| PeerConfig {
-                    name: p.name,
-                    endpoint: p.endpoint,
                     key: rel(p.key),
                     ca: p.ca.map(rel),
-                    tls: p.tls,
+                    ..p
                 })
                 .collect();
         }
         Ok(())
     }
+}
+
+/// `[agtp]` in one layer of settings (see [`Overrides`](super::Overrides)).
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct AgtpOverrides {
+    /// `name`.
+    pub name: Option<String>,
+    /// `tls`.
+    pub tls: Option<bool>,
+    /// `insecure`.
+    pub insecure: Option<bool>,
+    /// `cert`.
+    pub cert: Option<PathBuf>,
+    /// `key`.
+    pub key: Option<PathBuf>,
+    /// `tls_names`.
+    pub tls_names: Option<Vec<String>>,
+    /// `scope_violation_code`.
+    pub scope_violation_code: Option<u16>,
+    /// `weights`.
+    pub weights: Option<Weights>,
+    /// `rate`.
+    pub rate: Option<f64>,
+    /// `burst`.
+    pub burst: Option<f64>,
+    /// `refresh_interval`, seconds.
+    pub refresh_interval: Option<u64>,
+    /// `refresh_retry`, seconds.
+    pub refresh_retry: Option<u64>,
+    /// `refresh_timeout_ms`, milliseconds.
+    pub refresh_timeout_ms: Option<u64>,
+    /// `governance_keys`.
+    pub governance_keys: Option<Vec<PathBuf>>,
+    /// `peers`.
+    pub peers: Option<Vec<PeerConfig>>,
+    /// `federation_deadline_ms`, milliseconds.
+    pub federation_deadline_ms: Option<u64>,
+    /// `unregistered_scope_claims`, `asserted` or `refused`.
+    pub unregistered_scope_claims: Option<String>,
+    /// `population_open`.
+    pub population_open: Option<bool>,
+}
+
+/// `[agtp.weights]`: the `rank_score` weights, summing to 1.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Weights {
+    /// Of the normalised trust tier.
+    pub trust_tier: f64,
+    /// Of behavioural trust.
+    pub behavioral_trust: f64,
+    /// Of the capability match.
+    pub capability_match: f64,
 }

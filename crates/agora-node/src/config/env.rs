@@ -1,6 +1,6 @@
-//! [`Overrides`], one layer of settings, and [`SETTINGS`]: the table that declares, once per
-//! setting, its `agora.toml` key, its `AGORA_*` environment variable, its `agora node` flag, its
-//! default as `--help` shows it and its one-line help.
+//! [`SETTINGS`]: the table that declares, once per setting, its `agora.toml` key, its `AGORA_*`
+//! environment variable, its `agora node` flag, its default as `--help` shows it and its one-line
+//! help, and the [`Overrides`] field (the layer, in the shape of `agora.toml`) it fills.
 //!
 //! The table drives both [`Config::env_overrides`] and the flags (the `agora` binary builds its
 //! `agora node` arguments from it), so a setting's variable and flag are written in one row.
@@ -14,131 +14,7 @@
 
 use std::path::PathBuf;
 
-use super::{Config, ConfigError, NatsOverrides, Secret, invalid};
-
-/// One layer of settings, from `agora.toml`, the environment or the command line; `None` (or an
-/// empty list) leaves the layer below. Each field's variable and flag are in [`SETTINGS`].
-#[derive(Clone, Debug, Default)]
-pub struct Overrides {
-    /// `--data` / `AGORA_DATA`.
-    pub data: Option<PathBuf>,
-    /// `--p2p-listen` / `AGORA_P2P_LISTEN` (comma-separated in the environment).
-    pub p2p_listen: Vec<String>,
-    /// `--agh-listen` / `AGORA_AGH_LISTEN`.
-    pub agh_listen: Option<String>,
-    /// `--http-listen` / `AGORA_HTTP_LISTEN`.
-    pub http_listen: Option<String>,
-    /// `--rpc-listen` / `AGORA_RPC_LISTEN`.
-    pub rpc_listen: Option<String>,
-    /// `--agtp-listen` / `AGORA_AGTP_LISTEN`.
-    pub agtp_listen: Option<String>,
-    /// `--bootstrap` / `AGORA_BOOTSTRAP` (repeatable; comma-separated in the environment).
-    pub bootstrap: Vec<String>,
-    /// `--peers-low` / `AGORA_PEERS_LOW`.
-    pub peers_low: Option<usize>,
-    /// `--peers-high` / `AGORA_PEERS_HIGH`.
-    pub peers_high: Option<usize>,
-    /// `--greet-interval` / `AGORA_GREET_INTERVAL`, seconds.
-    pub greet_interval: Option<u64>,
-    /// `AGORA_AGH_NATS_*` (see [`NatsOverrides`]).
-    pub nats: NatsOverrides,
-    /// `AGORA_API_KEY`.
-    pub api_key: Option<String>,
-    /// `AGORA_RPC_API_KEY` (an older name of `AGORA_API_KEY`).
-    pub rpc_api_key: Option<String>,
-    /// `--max-connections` / `AGORA_MAX_CONNECTIONS`.
-    pub max_connections: Option<usize>,
-    /// `--header-timeout` / `AGORA_HEADER_TIMEOUT`, seconds.
-    pub header_timeout: Option<u64>,
-    /// `--request-timeout` / `AGORA_REQUEST_TIMEOUT`, seconds.
-    pub request_timeout: Option<u64>,
-    /// `--ws-idle-timeout` / `AGORA_WS_IDLE_TIMEOUT`, seconds.
-    pub ws_idle_timeout: Option<u64>,
-    /// `--allow-origin` / `AGORA_ALLOWED_ORIGINS` (repeatable; comma-separated in the environment).
-    pub allowed_origins: Vec<String>,
-    /// `--allow-host` / `AGORA_ALLOWED_HOSTS` (repeatable; comma-separated in the environment).
-    pub allowed_hosts: Vec<String>,
-    /// `--public-reads` / `AGORA_PUBLIC_READS`.
-    pub public_reads: Option<bool>,
-    /// `--agh-max-channels` / `AGORA_AGH_MAX_CHANNELS`.
-    pub agh_max_channels: Option<usize>,
-    /// `AGORA_RPC_CONN_RATE`.
-    pub rpc_conn_rate: Option<f64>,
-    /// `AGORA_RPC_KEY_RATE`.
-    pub rpc_key_rate: Option<f64>,
-    /// `AGORA_RPC_CONN_FRAMES`.
-    pub rpc_conn_frames: Option<usize>,
-    /// `AGORA_RPC_CONN_BYTES`.
-    pub rpc_conn_bytes: Option<usize>,
-    /// `AGORA_RPC_TOTAL_BYTES`.
-    pub rpc_total_bytes: Option<usize>,
-    /// `AGORA_RPC_WRITE_TIMEOUT_SECS`.
-    pub rpc_write_timeout: Option<u64>,
-    /// `AGORA_RPC_GUARD_WORKERS`.
-    pub rpc_guard_workers: Option<usize>,
-    /// `AGORA_RPC_GUARD_BUDGET_MS`.
-    pub rpc_guard_budget_ms: Option<u64>,
-    /// `--agtp-tls` / `AGORA_AGTP_TLS`: TLS even on loopback.
-    pub agtp_tls: Option<bool>,
-    /// `--insecure` / `AGORA_AGTP_INSECURE`: plain AGTP beyond loopback.
-    pub agtp_insecure: Option<bool>,
-    /// `AGORA_MEMORY_SERVE`.
-    pub memory_serve: Option<bool>,
-    /// `AGORA_MEMORY_EMBEDDER`.
-    pub memory_embedder: Option<String>,
-    /// `AGORA_MEMORY_BASE_URL`.
-    pub memory_base_url: Option<String>,
-    /// `AGORA_MEMORY_MODEL`.
-    pub memory_model: Option<String>,
-    /// `AGORA_MEMORY_API_KEY`.
-    pub memory_api_key: Option<String>,
-    /// `AGORA_MEMORY_WORKERS`.
-    pub memory_workers: Option<usize>,
-    /// `AGORA_MEMORY_MAX_MEMORIES`.
-    pub memory_max_memories: Option<usize>,
-    /// `AGORA_MEMORY_PEER_RATE`.
-    pub memory_peer_rate: Option<f64>,
-    /// `AGORA_LEARNING_REFLECTOR`.
-    pub learning_reflector: Option<String>,
-    /// `AGORA_LEARNING_BASE_URL`.
-    pub learning_base_url: Option<String>,
-    /// `AGORA_LEARNING_MODEL`.
-    pub learning_model: Option<String>,
-    /// `AGORA_LEARNING_API_KEY`.
-    pub learning_api_key: Option<String>,
-    /// `AGORA_LEARNING_TIMEOUT_MS`.
-    pub learning_timeout_ms: Option<u64>,
-    /// `AGORA_LEARNING_MAX_PLAYBOOKS`.
-    pub learning_max_playbooks: Option<usize>,
-    /// `AGORA_LEARNING_MAX_BULLETS`.
-    pub learning_max_bullets: Option<usize>,
-    /// `AGORA_IMPROVING_SHARE`.
-    pub improving_share: Option<bool>,
-    /// `AGORA_IMPROVING_TASK_TYPES` (comma-separated; empty leaves the layer below).
-    pub improving_task_types: Vec<String>,
-    /// `AGORA_IMPROVING_MAX_LIBRARY`.
-    pub improving_max_library: Option<usize>,
-    /// `AGORA_IMPROVING_MAX_TASK_TYPES`.
-    pub improving_max_task_types: Option<usize>,
-    /// `AGORA_IMPROVING_MIN_REWARD`.
-    pub improving_min_reward: Option<f64>,
-    /// `AGORA_IMPROVING_BASE_URL`.
-    pub improving_base_url: Option<String>,
-    /// `AGORA_IMPROVING_MODEL`.
-    pub improving_model: Option<String>,
-    /// `AGORA_IMPROVING_API_KEY`.
-    pub improving_api_key: Option<String>,
-    /// `AGORA_IMPROVING_TIMEOUT_MS`.
-    pub improving_timeout_ms: Option<u64>,
-    /// `AGORA_PAYMENTS_WALLET_KEY_FILE`.
-    pub payments_wallet_key_file: Option<PathBuf>,
-    /// `AGORA_PAYMENTS_CHALLENGE_TTL_SECS`.
-    pub payments_challenge_ttl_secs: Option<u64>,
-    /// `[log] level`.
-    pub log_level: Option<String>,
-    /// `AGORA_LOG_FORMAT`, `--log-format`.
-    pub log_format: Option<String>,
-}
+use super::{Config, ConfigError, Overrides, Secret, invalid};
 
 /// How a setting's text, from the environment or a flag, is read.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -238,6 +114,12 @@ impl FromText for Vec<String> {
     }
 }
 
+impl FromText for Option<Vec<String>> {
+    fn from_text(values: Vec<String>, _: &str) -> Result<Self, ConfigError> {
+        Ok(Some(values).filter(|v| !v.is_empty()))
+    }
+}
+
 impl FromText for Option<bool> {
     fn from_text(values: Vec<String>, source: &str) -> Result<Self, ConfigError> {
         last(values).map(|v| boolean(&v, source)).transpose()
@@ -332,7 +214,7 @@ settings! {
         Some("agh-nats-key-file"), none, "Private key (PEM) of the NATS client certificate";
     api_key: Hidden, "api_key", "AGORA_API_KEY", None, none,
         "The node's API key, required by every HTTP and WebSocket face once set";
-    rpc_api_key: Hidden, "rpc.api_key", "AGORA_RPC_API_KEY", None, none,
+    rpc.api_key: Hidden, "rpc.api_key", "AGORA_RPC_API_KEY", None, none,
         "An older name of api_key";
     max_connections: Integer, "max_connections", "AGORA_MAX_CONNECTIONS",
         Some("max-connections"), |c| c.faces.max_connections.to_string(),
@@ -358,101 +240,101 @@ settings! {
         |_| "off".to_owned(),
         "Answer the HTTP API's read-only endpoints (/healthz, /status, GET peers and cards) \
          without the API key";
-    agh_max_channels: Integer, "agh.max_channels", "AGORA_AGH_MAX_CHANNELS",
+    agh.max_channels: Integer, "agh.max_channels", "AGORA_AGH_MAX_CHANNELS",
         Some("agh-max-channels"), |c| c.agh.max_channels.to_string(),
         "Channels one agent connection may be in";
-    rpc_conn_rate: Decimal, "rpc.conn_rate", "AGORA_RPC_CONN_RATE", Some("rpc-conn-rate"),
+    rpc.conn_rate: Decimal, "rpc.conn_rate", "AGORA_RPC_CONN_RATE", Some("rpc-conn-rate"),
         |c| c.rpc_conn_rate.to_string(), "JSON-RPC requests per second per connection";
-    rpc_key_rate: Decimal, "rpc.key_rate", "AGORA_RPC_KEY_RATE", Some("rpc-key-rate"),
+    rpc.key_rate: Decimal, "rpc.key_rate", "AGORA_RPC_KEY_RATE", Some("rpc-key-rate"),
         |c| c.rpc_key_rate.to_string(), "JSON-RPC requests per second per credential";
-    rpc_conn_frames: Integer, "rpc.conn_frames", "AGORA_RPC_CONN_FRAMES",
+    rpc.conn_frames: Integer, "rpc.conn_frames", "AGORA_RPC_CONN_FRAMES",
         Some("rpc-conn-frames"), |c| c.rpc_conn_frames.to_string(),
         "JSON-RPC frames in flight per connection";
-    rpc_conn_bytes: Integer, "rpc.conn_bytes", "AGORA_RPC_CONN_BYTES", Some("rpc-conn-bytes"),
+    rpc.conn_bytes: Integer, "rpc.conn_bytes", "AGORA_RPC_CONN_BYTES", Some("rpc-conn-bytes"),
         |c| c.rpc_conn_bytes.to_string(), "JSON-RPC bytes held per connection";
-    rpc_total_bytes: Integer, "rpc.total_bytes", "AGORA_RPC_TOTAL_BYTES",
+    rpc.total_bytes: Integer, "rpc.total_bytes", "AGORA_RPC_TOTAL_BYTES",
         Some("rpc-total-bytes"), |c| c.rpc_total_bytes.to_string(),
         "JSON-RPC bytes held for all connections";
-    rpc_write_timeout: Integer, "rpc.write_timeout_secs", "AGORA_RPC_WRITE_TIMEOUT_SECS",
+    rpc.write_timeout_secs: Integer, "rpc.write_timeout_secs", "AGORA_RPC_WRITE_TIMEOUT_SECS",
         Some("rpc-write-timeout-secs"), |c| secs(c.rpc_write_timeout),
         "Seconds one write to a JSON-RPC client may take";
-    rpc_guard_workers: Integer, "rpc.guard_workers", "AGORA_RPC_GUARD_WORKERS",
+    rpc.guard_workers: Integer, "rpc.guard_workers", "AGORA_RPC_GUARD_WORKERS",
         Some("rpc-guard-workers"), |c| c.rpc_guard_workers.to_string(),
         "guard.validate / guard.checkSafety calls running at once";
-    rpc_guard_budget_ms: Integer, "rpc.guard_budget_ms", "AGORA_RPC_GUARD_BUDGET_MS",
+    rpc.guard_budget_ms: Integer, "rpc.guard_budget_ms", "AGORA_RPC_GUARD_BUDGET_MS",
         Some("rpc-guard-budget-ms"), |c| c.rpc_guard_budget.as_millis().to_string(),
         "Milliseconds one such call may take, waiting included";
-    agtp_tls: Switch, "agtp.tls", "AGORA_AGTP_TLS", Some("agtp-tls"), |_| "off".to_owned(),
+    agtp.tls: Switch, "agtp.tls", "AGORA_AGTP_TLS", Some("agtp-tls"), |_| "off".to_owned(),
         "Serve the AGTP face over TLS even on a loopback address";
-    agtp_insecure: Switch, "agtp.insecure", "AGORA_AGTP_INSECURE", Some("insecure"),
+    agtp.insecure: Switch, "agtp.insecure", "AGORA_AGTP_INSECURE", Some("insecure"),
         |_| "off".to_owned(),
         "Serve the AGTP face as plain AGTP even beyond loopback (no TLS; for testing only)";
-    memory_serve: Switch, "memory.serve", "AGORA_MEMORY_SERVE", Some("memory-serve"),
+    memory.serve: Switch, "memory.serve", "AGORA_MEMORY_SERVE", Some("memory-serve"),
         |c| on_off(c.memory.serve), "Hold memories and join the ring";
-    memory_embedder: Text, "memory.embedder", "AGORA_MEMORY_EMBEDDER", Some("memory-embedder"),
+    memory.embedder: Text, "memory.embedder", "AGORA_MEMORY_EMBEDDER", Some("memory-embedder"),
         |c| c.memory.embedder.clone(), "auto, minilm, lexical or openai";
-    memory_base_url: Text, "memory.base_url", "AGORA_MEMORY_BASE_URL", Some("memory-base-url"),
+    memory.base_url: Text, "memory.base_url", "AGORA_MEMORY_BASE_URL", Some("memory-base-url"),
         none, "The openai embedder's API root, e.g. http://127.0.0.1:11434/v1";
-    memory_model: Text, "memory.model", "AGORA_MEMORY_MODEL", Some("memory-model"), none,
+    memory.model: Text, "memory.model", "AGORA_MEMORY_MODEL", Some("memory-model"), none,
         "The openai embedder's model";
-    memory_api_key: Hidden, "memory.api_key", "AGORA_MEMORY_API_KEY", None, none,
+    memory.api_key: Hidden, "memory.api_key", "AGORA_MEMORY_API_KEY", None, none,
         "The openai embedder's bearer token";
-    memory_workers: Integer, "memory.workers", "AGORA_MEMORY_WORKERS", Some("memory-workers"),
+    memory.workers: Integer, "memory.workers", "AGORA_MEMORY_WORKERS", Some("memory-workers"),
         |c| c.memory.workers.to_string(), "Worker threads for embeddings and searches";
-    memory_max_memories: Integer, "memory.max_memories", "AGORA_MEMORY_MAX_MEMORIES",
+    memory.max_memories: Integer, "memory.max_memories", "AGORA_MEMORY_MAX_MEMORIES",
         Some("memory-max-memories"), |c| c.memory.max_memories.to_string(),
         "Most memories this node holds";
-    memory_peer_rate: Decimal, "memory.peer_rate", "AGORA_MEMORY_PEER_RATE",
+    memory.peer_rate: Decimal, "memory.peer_rate", "AGORA_MEMORY_PEER_RATE",
         Some("memory-peer-rate"), |c| c.memory.peer_rate.to_string(),
         "Node-to-node memory requests per second accepted from one peer";
-    learning_reflector: Text, "learning.reflector", "AGORA_LEARNING_REFLECTOR",
+    learning.reflector: Text, "learning.reflector", "AGORA_LEARNING_REFLECTOR",
         Some("learning-reflector"), |c| c.learning.reflector.clone(), "builtin or openai";
-    learning_base_url: Text, "learning.base_url", "AGORA_LEARNING_BASE_URL",
+    learning.base_url: Text, "learning.base_url", "AGORA_LEARNING_BASE_URL",
         Some("learning-base-url"), none, "The openai reflector's API root";
-    learning_model: Text, "learning.model", "AGORA_LEARNING_MODEL", Some("learning-model"),
+    learning.model: Text, "learning.model", "AGORA_LEARNING_MODEL", Some("learning-model"),
         none, "The openai reflector's model";
-    learning_api_key: Hidden, "learning.api_key", "AGORA_LEARNING_API_KEY", None, none,
+    learning.api_key: Hidden, "learning.api_key", "AGORA_LEARNING_API_KEY", None, none,
         "The openai reflector's bearer token";
-    learning_timeout_ms: Integer, "learning.timeout_ms", "AGORA_LEARNING_TIMEOUT_MS",
+    learning.timeout_ms: Integer, "learning.timeout_ms", "AGORA_LEARNING_TIMEOUT_MS",
         Some("learning-timeout-ms"), |c| c.learning.timeout_ms.to_string(),
         "Milliseconds one LLM reflection may take";
-    learning_max_playbooks: Integer, "learning.max_playbooks", "AGORA_LEARNING_MAX_PLAYBOOKS",
+    learning.max_playbooks: Integer, "learning.max_playbooks", "AGORA_LEARNING_MAX_PLAYBOOKS",
         Some("learning-max-playbooks"), |c| c.learning.max_playbooks.to_string(),
         "Most playbooks";
-    learning_max_bullets: Integer, "learning.max_bullets", "AGORA_LEARNING_MAX_BULLETS",
+    learning.max_bullets: Integer, "learning.max_bullets", "AGORA_LEARNING_MAX_BULLETS",
         Some("learning-max-bullets"), |c| c.learning.max_bullets.to_string(),
         "Most bullets per playbook";
-    improving_share: Switch, "improving.share", "AGORA_IMPROVING_SHARE", Some("improving-share"),
+    improving.share: Switch, "improving.share", "AGORA_IMPROVING_SHARE", Some("improving-share"),
         |c| on_off(c.improving.share),
         "Share recorded trajectories on gossip unless a call says otherwise";
-    improving_task_types: List, "improving.task_types", "AGORA_IMPROVING_TASK_TYPES",
+    improving.task_types: List, "improving.task_types", "AGORA_IMPROVING_TASK_TYPES",
         Some("improving-task-type"), none,
         "A task type to learn from (repeatable): its trajectory topic is joined at start";
-    improving_max_library: Integer, "improving.max_library", "AGORA_IMPROVING_MAX_LIBRARY",
+    improving.max_library: Integer, "improving.max_library", "AGORA_IMPROVING_MAX_LIBRARY",
         Some("improving-max-library"), |c| c.improving.max_library.to_string(),
         "Most trajectories per task type";
-    improving_max_task_types: Integer, "improving.max_task_types",
+    improving.max_task_types: Integer, "improving.max_task_types",
         "AGORA_IMPROVING_MAX_TASK_TYPES", Some("improving-max-task-types"),
         |c| c.improving.max_task_types.to_string(), "Most task types";
-    improving_min_reward: Decimal, "improving.min_reward", "AGORA_IMPROVING_MIN_REWARD",
+    improving.min_reward: Decimal, "improving.min_reward", "AGORA_IMPROVING_MIN_REWARD",
         Some("improving-min-reward"), |c| c.improving.min_reward.to_string(),
         "Least reward of a trajectory received from another node";
-    improving_base_url: Text, "improving.base_url", "AGORA_IMPROVING_BASE_URL",
+    improving.base_url: Text, "improving.base_url", "AGORA_IMPROVING_BASE_URL",
         Some("improving-base-url"), none, "The chat API root of augment FULL_PIPELINE";
-    improving_model: Text, "improving.model", "AGORA_IMPROVING_MODEL", Some("improving-model"),
+    improving.model: Text, "improving.model", "AGORA_IMPROVING_MODEL", Some("improving-model"),
         none, "The chat model of augment FULL_PIPELINE";
-    improving_api_key: Hidden, "improving.api_key", "AGORA_IMPROVING_API_KEY", None, none,
+    improving.api_key: Hidden, "improving.api_key", "AGORA_IMPROVING_API_KEY", None, none,
         "The chat endpoint's bearer token";
-    improving_timeout_ms: Integer, "improving.timeout_ms", "AGORA_IMPROVING_TIMEOUT_MS",
+    improving.timeout_ms: Integer, "improving.timeout_ms", "AGORA_IMPROVING_TIMEOUT_MS",
         Some("improving-timeout-ms"), |c| c.improving.timeout_ms.to_string(),
         "Milliseconds one model call may take";
-    payments_wallet_key_file: Text, "payments.wallet_key_file", "AGORA_PAYMENTS_WALLET_KEY_FILE",
+    payments.wallet_key_file: Text, "payments.wallet_key_file", "AGORA_PAYMENTS_WALLET_KEY_FILE",
         Some("payments-wallet-key-file"), |_| "<data>/wallet.key".to_owned(),
         "The wallet's secp256k1 key file (created at first start; relative to the data directory)";
-    payments_challenge_ttl_secs: Integer, "payments.challenge_ttl_secs",
+    payments.challenge_ttl_secs: Integer, "payments.challenge_ttl_secs",
         "AGORA_PAYMENTS_CHALLENGE_TTL_SECS", Some("payments-challenge-ttl-secs"),
         |_| "300".to_owned(), "Seconds a payment challenge stays payable";
-    log_format: Choice(&["text", "json"]), "log.format", "AGORA_LOG_FORMAT",
+    log.format: Choice(&["text", "json"]), "log.format", "AGORA_LOG_FORMAT",
         Some("log-format"), |_| "text".to_owned(),
         "Log lines as `text` (colours only on a terminal) or `json` (one object per line)";
 }

@@ -10,7 +10,7 @@ use super::{Config, ConfigError, Overrides, in_range, invalid, set_in_range};
 impl Config {
     /// Applies the API key, the connection limits and the access settings of one layer.
     pub(super) fn apply_access(&mut self, o: &Overrides) -> Result<(), ConfigError> {
-        let key = match (&o.api_key, &o.rpc_api_key) {
+        let key = match (&o.api_key, &o.rpc.api_key) {
             (Some(a), Some(r)) if a.trim() != r.trim() => {
                 return Err(invalid(
                     "api_key",
@@ -88,7 +88,7 @@ impl Config {
         set_in_range(
             &mut self.agh.max_channels,
             "agh.max_channels",
-            o.agh_max_channels,
+            o.agh.max_channels,
             1..=100_000,
             "must be 1 to 100000",
         )?;

@@ -1,5 +1,7 @@
 //! `[improving]`: the self-improving service (`AGORA_IMPROVING_*`).
 
+use serde::Deserialize;
+
 use super::{Config, ConfigError, Endpoint, Overrides, invalid, set_in_range};
 
 /// `[improving]` settings (`docs/node.md` "Self-improving").
@@ -44,11 +46,11 @@ impl Config {
     /// Applies the `[improving]` settings of one layer.
     pub(super) fn apply_improving(&mut self, o: &Overrides) -> Result<(), ConfigError> {
         let i = &mut self.improving;
-        if let Some(b) = o.improving_share {
+        if let Some(b) = o.improving.share {
             i.share = b;
         }
-        if !o.improving_task_types.is_empty() {
-            for t in &o.improving_task_types {
+        if !o.improving.task_types.is_empty() {
+            for t in &o.improving.task_types {
                 if !agora_hyperspace::improving::trajectory::valid_task_type(t) {
                     return Err(invalid(
                         "improving.task_types",
@@ -56,42 +58,67 @@ impl Config {
                     ));
                 }
             }
-            i.task_types.clone_from(&o.improving_task_types);
+            i.task_types.clone_from(&o.improving.task_types);
         }
         set_in_range(
             &mut i.max_library,
             "improving.max_library",
-            o.improving_max_library,
+            o.improving.max_library,
             1..=1_000_000,
             "must be 1..1000000",
         )?;
         set_in_range(
             &mut i.max_task_types,
             "improving.max_task_types",
-            o.improving_max_task_types,
+            o.improving.max_task_types,
             1..=100_000,
             "must be 1..100000",
         )?;
         set_in_range(
             &mut i.min_reward,
             "improving.min_reward",
-            o.improving_min_reward,
+            o.improving.min_reward,
             -1.0..=1.0,
             "must be -1..1",
         )?;
         i.endpoint.apply(
             "improving",
-            o.improving_base_url.as_ref(),
-            o.improving_model.as_ref(),
-            o.improving_api_key.as_ref(),
+            o.improving.base_url.as_ref(),
+            o.improving.model.as_ref(),
+            o.improving.api_key.as_ref(),
         )?;
         set_in_range(
             &mut i.timeout_ms,
             "improving.timeout_ms",
-            o.improving_timeout_ms,
+            o.improving.timeout_ms,
             100..=600_000,
             "must be 100..600000",
         )?;
         Ok(())
     }
+}
+
+/// `[improving]` in one layer of settings (see [`Overrides`](super::Overrides)).
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ImprovingOverrides {
+    /// `share`.
+    pub share: Option<bool>,
+    /// `task_types`.
+    #[serde(deserialize_with = "super::file::one_or_many")]
+    pub task_types: Vec<String>,
+    /// `max_library`.
+    pub max_library: Option<usize>,
+    /// `max_task_types`.
+    pub max_task_types: Option<usize>,
+    /// `min_reward`.
+    pub min_reward: Option<f64>,
+    /// `base_url`.
+    pub base_url: Option<String>,
+    /// `model`.
+    pub model: Option<String>,
+    /// `api_key`.
+    pub api_key: Option<String>,
+    /// `timeout_ms`.
+    pub timeout_ms: Option<u64>,
 }

@@ -1,5 +1,7 @@
 //! `[learning]`: the learning service (`AGORA_LEARNING_*`).
 
+use serde::Deserialize;
+
 use super::{Config, ConfigError, Endpoint, Overrides, invalid, set_in_range};
 
 /// `[learning]` settings (`docs/node.md` "Learning").
@@ -35,7 +37,7 @@ impl Config {
     /// Applies the `[learning]` settings of one layer.
     pub(super) fn apply_learning(&mut self, o: &Overrides) -> Result<(), ConfigError> {
         let l = &mut self.learning;
-        if let Some(r) = &o.learning_reflector {
+        if let Some(r) = &o.learning.reflector {
             let r = r.trim();
             if !["builtin", "openai"].contains(&r) {
                 return Err(invalid(
@@ -47,31 +49,51 @@ impl Config {
         }
         l.endpoint.apply(
             "learning",
-            o.learning_base_url.as_ref(),
-            o.learning_model.as_ref(),
-            o.learning_api_key.as_ref(),
+            o.learning.base_url.as_ref(),
+            o.learning.model.as_ref(),
+            o.learning.api_key.as_ref(),
         )?;
         set_in_range(
             &mut l.timeout_ms,
             "learning.timeout_ms",
-            o.learning_timeout_ms,
+            o.learning.timeout_ms,
             100..=600_000,
             "must be 100..600000",
         )?;
         set_in_range(
             &mut l.max_playbooks,
             "learning.max_playbooks",
-            o.learning_max_playbooks,
+            o.learning.max_playbooks,
             1..=1_000_000,
             "must be 1..1000000",
         )?;
         set_in_range(
             &mut l.max_bullets,
             "learning.max_bullets",
-            o.learning_max_bullets,
+            o.learning.max_bullets,
             1..=100_000,
             "must be 1..100000",
         )?;
         Ok(())
     }
+}
+
+/// `[learning]` in one layer of settings (see [`Overrides`](super::Overrides)).
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct LearningOverrides {
+    /// `reflector`.
+    pub reflector: Option<String>,
+    /// `base_url`.
+    pub base_url: Option<String>,
+    /// `model`.
+    pub model: Option<String>,
+    /// `api_key`.
+    pub api_key: Option<String>,
+    /// `timeout_ms`.
+    pub timeout_ms: Option<u64>,
+    /// `max_playbooks`.
+    pub max_playbooks: Option<usize>,
+    /// `max_bullets`.
+    pub max_bullets: Option<usize>,
 }

@@ -1,6 +1,8 @@
 //! `[log]`: the log filter (`level`; `RUST_LOG` and `AGORA_LOG` come first) and the line
 //! format (`format`, `AGORA_LOG_FORMAT`, `--log-format`).
 
+use serde::Deserialize;
+
 use super::{ConfigError, Overrides, invalid};
 
 /// How log lines are written.
@@ -37,15 +39,25 @@ pub struct LogConfig {
 impl LogConfig {
     /// Applies the `[log]` settings of one layer.
     pub(super) fn apply(&mut self, o: &Overrides) -> Result<(), ConfigError> {
-        if let Some(l) = &o.log_level {
+        if let Some(l) = &o.log.level {
             if l.trim().is_empty() {
                 return Err(invalid("log.level", "must not be empty"));
             }
             self.level = Some(l.clone());
         }
-        if let Some(f) = &o.log_format {
+        if let Some(f) = &o.log.format {
             self.format = f.parse().map_err(|e: String| invalid("log.format", &e))?;
         }
         Ok(())
     }
+}
+
+/// `[log]` in one layer of settings (see [`Overrides`](super::Overrides)).
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct LogOverrides {
+    /// `level`.
+    pub level: Option<String>,
+    /// `format`.
+    pub format: Option<String>,
 }

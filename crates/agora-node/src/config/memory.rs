@@ -1,5 +1,7 @@
 //! `[memory]`: the memory service (`AGORA_MEMORY_*`).
 
+use serde::Deserialize;
+
 use super::{Config, ConfigError, Endpoint, Overrides, invalid, set_in_range};
 
 /// `[memory]` settings (`docs/node.md` "Memory").
@@ -53,10 +55,10 @@ impl Config {
     /// Applies the `[memory]` settings of one layer.
     pub(super) fn apply_memory(&mut self, o: &Overrides) -> Result<(), ConfigError> {
         let m = &mut self.memory;
-        if let Some(serve) = o.memory_serve {
+        if let Some(serve) = o.memory.serve {
             m.serve = serve;
         }
-        if let Some(e) = &o.memory_embedder {
+        if let Some(e) = &o.memory.embedder {
             let e = e.trim();
             if !MEMORY_EMBEDDERS.contains(&e) {
                 return Err(invalid(
@@ -68,31 +70,53 @@ impl Config {
         }
         m.endpoint.apply(
             "memory",
-            o.memory_base_url.as_ref(),
-            o.memory_model.as_ref(),
-            o.memory_api_key.as_ref(),
+            o.memory.base_url.as_ref(),
+            o.memory.model.as_ref(),
+            o.memory.api_key.as_ref(),
         )?;
         set_in_range(
             &mut m.workers,
             "memory.workers",
-            o.memory_workers,
+            o.memory.workers,
             1..=64,
             "must be 1..64",
         )?;
         set_in_range(
             &mut m.max_memories,
             "memory.max_memories",
-            o.memory_max_memories,
+            o.memory.max_memories,
             1..=10_000_000,
             "must be 1..10000000",
         )?;
         set_in_range(
             &mut m.peer_rate,
             "memory.peer_rate",
-            o.memory_peer_rate,
+            o.memory.peer_rate,
             1.0..=1_000_000.0,
             "must be 1..1000000",
         )?;
         Ok(())
     }
+}
+
+/// `[memory]` in one layer of settings (see [`Overrides`](super::Overrides)).
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct MemoryOverrides {
+    /// `serve`.
+    pub serve: Option<bool>,
+    /// `embedder`.
+    pub embedder: Option<String>,
+    /// `base_url`.
+    pub base_url: Option<String>,
+    /// `model`.
+    pub model: Option<String>,
+    /// `api_key`.
+    pub api_key: Option<String>,
+    /// `workers`.
+    pub workers: Option<usize>,
+    /// `max_memories`.
+    pub max_memories: Option<usize>,
+    /// `peer_rate`.
+    pub peer_rate: Option<f64>,
 }

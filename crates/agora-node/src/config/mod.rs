@@ -18,8 +18,8 @@
 //! | `memory.rs`, `learning.rs`, `improving.rs`, `payments.rs` | `[memory]` … | the primitives' services |
 //! | `endpoint.rs` | `base_url`, `model`, `api_key` | the OpenAI-compatible endpoint of a section |
 //! | `log.rs` | `[log]` | log filter and format |
-//! | `file.rs` | all | the shape of `agora.toml` |
-//! | `env.rs` | | [`Overrides`] and the `AGORA_*` environment variables |
+//! | `file.rs` | all | [`Overrides`], one layer in the shape of `agora.toml`, read by serde |
+//! | `env.rs` | | [`SETTINGS`]: each setting's `AGORA_*` variable, flag, default and help |
 
 mod agh;
 mod agtp;
@@ -45,20 +45,22 @@ use std::time::Duration;
 use libp2p::Multiaddr;
 
 pub use agh::{
-    AghConfig, DEFAULT_MAX_CHANNELS, NatsConfig, NatsOverrides, Secret, nats_server_addr,
+    AghConfig, AghOverrides, DEFAULT_MAX_CHANNELS, NatsConfig, NatsOverrides, Secret,
+    nats_server_addr,
 };
-pub use agtp::{AgtpConfig, PeerConfig};
+pub use agtp::{AgtpConfig, AgtpOverrides, PeerConfig, Weights};
 pub use endpoint::Endpoint;
-pub use env::{Kind, Overrides, SETTINGS, Setting};
+pub use env::{Kind, SETTINGS, Setting};
 pub use faces::FaceLimits;
 pub(crate) use faces::split_port;
-pub use file::toml_keys;
-pub use improving::ImprovingConfig;
-pub use learning::LearningConfig;
-pub use log::{LogConfig, LogFormat};
-pub use memory::{MEMORY_EMBEDDERS, MemoryConfig};
-pub use payments::PaymentsConfig;
+pub use file::{Overrides, toml_keys};
+pub use improving::{ImprovingConfig, ImprovingOverrides};
+pub use learning::{LearningConfig, LearningOverrides};
+pub use log::{LogConfig, LogFormat, LogOverrides};
+pub use memory::{MEMORY_EMBEDDERS, MemoryConfig, MemoryOverrides};
+pub use payments::{PaymentsConfig, PaymentsOverrides};
 pub use peers::PeerLimits;
+pub use rpc::RpcOverrides;
 
 /// Default data directory.
 pub const DEFAULT_DATA_DIR: &str = "agora-data";
@@ -283,13 +285,15 @@ impl Config {
             o.nats
                 .apply_to(self.agh.nats.get_or_insert_with(NatsConfig::default));
         }
-        if let Some(t) = o.agtp_tls {
+        if let Some(t) = o.agtp.tls {
             self.agtp.tls = t;
         }
-        if let Some(i) = o.agtp_insecure {
+        if let Some(i) = o.agtp.insecure {
             self.agtp.insecure = i;
         }
-        Ok(())
+        let base = o.base.take().unwrap_or_default();
+        self.apply_agtp(o.agtp, &base)?;
+        self.apply_agh(o.agh, &base)
     }
 
     /// Checks what single layers cannot: settings that depend on each other. Call it once,

@@ -1,5 +1,7 @@
 //! `[payments]`: the payments service's wallet and challenges (`AGORA_PAYMENTS_*`).
 
+use serde::Deserialize;
+
 use std::path::PathBuf;
 
 use super::{ConfigError, Overrides, invalid, set_in_range};
@@ -19,7 +21,7 @@ pub struct PaymentsConfig {
 impl PaymentsConfig {
     /// Applies the `[payments]` settings of one layer.
     pub(super) fn apply(&mut self, o: &Overrides) -> Result<(), ConfigError> {
-        if let Some(f) = &o.payments_wallet_key_file {
+        if let Some(f) = &o.payments.wallet_key_file {
             if f.as_os_str().is_empty() {
                 return Err(invalid("payments.wallet_key_file", "must not be empty"));
             }
@@ -28,9 +30,19 @@ impl PaymentsConfig {
         set_in_range(
             &mut self.challenge_ttl_secs,
             "payments.challenge_ttl_secs",
-            o.payments_challenge_ttl_secs,
+            o.payments.challenge_ttl_secs,
             10..=86_400,
             "must be 10..86400",
         )
     }
+}
+
+/// `[payments]` in one layer of settings (see [`Overrides`](super::Overrides)).
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct PaymentsOverrides {
+    /// `wallet_key_file`.
+    pub wallet_key_file: Option<PathBuf>,
+    /// `challenge_ttl_secs`.
+    pub challenge_ttl_secs: Option<u64>,
 }

@@ -1,6 +1,8 @@
 //! `[rpc]`: the JSON-RPC face's flow limits and its guard workers (`AGORA_RPC_*`), with their
 //! defaults (the face and the Hyperspace service read them from here).
 
+use serde::Deserialize;
+
 use std::time::Duration;
 
 use super::{Config, ConfigError, Overrides, in_range, set_in_range};
@@ -34,21 +36,21 @@ impl Config {
         set_in_range(
             &mut self.rpc_conn_rate,
             "rpc.conn_rate",
-            o.rpc_conn_rate,
+            o.rpc.conn_rate,
             1.0..=f64::MAX,
             rate,
         )?;
         set_in_range(
             &mut self.rpc_key_rate,
             "rpc.key_rate",
-            o.rpc_key_rate,
+            o.rpc.key_rate,
             1.0..=f64::MAX,
             rate,
         )?;
         set_in_range(
             &mut self.rpc_conn_frames,
             "rpc.conn_frames",
-            o.rpc_conn_frames,
+            o.rpc.conn_frames,
             1..,
             "must be at least 1",
         )?;
@@ -57,18 +59,18 @@ impl Config {
         set_in_range(
             &mut self.rpc_conn_bytes,
             "rpc.conn_bytes",
-            o.rpc_conn_bytes,
+            o.rpc.conn_bytes,
             MAX_MESSAGE_BYTES..,
             bytes,
         )?;
         set_in_range(
             &mut self.rpc_total_bytes,
             "rpc.total_bytes",
-            o.rpc_total_bytes,
+            o.rpc.total_bytes,
             MAX_MESSAGE_BYTES..,
             bytes,
         )?;
-        if let Some(secs) = o.rpc_write_timeout {
+        if let Some(secs) = o.rpc.write_timeout_secs {
             self.rpc_write_timeout = Duration::from_secs(in_range(
                 "rpc.write_timeout_secs",
                 secs,
@@ -79,11 +81,11 @@ impl Config {
         set_in_range(
             &mut self.rpc_guard_workers,
             "rpc.guard_workers",
-            o.rpc_guard_workers,
+            o.rpc.guard_workers,
             1..=64,
             "must be 1..64",
         )?;
-        if let Some(ms) = o.rpc_guard_budget_ms {
+        if let Some(ms) = o.rpc.guard_budget_ms {
             self.rpc_guard_budget = Duration::from_millis(in_range(
                 "rpc.guard_budget_ms",
                 ms,
@@ -93,4 +95,28 @@ impl Config {
         }
         Ok(())
     }
+}
+
+/// `[rpc]` in one layer of settings (see [`Overrides`](super::Overrides)).
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct RpcOverrides {
+    /// `api_key`.
+    pub api_key: Option<String>,
+    /// `conn_rate`.
+    pub conn_rate: Option<f64>,
+    /// `key_rate`.
+    pub key_rate: Option<f64>,
+    /// `conn_frames`.
+    pub conn_frames: Option<usize>,
+    /// `conn_bytes`.
+    pub conn_bytes: Option<usize>,
+    /// `total_bytes`.
+    pub total_bytes: Option<usize>,
+    /// `write_timeout_secs`.
+    pub write_timeout_secs: Option<u64>,
+    /// `guard_workers`.
+    pub guard_workers: Option<usize>,
+    /// `guard_budget_ms`.
+    pub guard_budget_ms: Option<u64>,
 }

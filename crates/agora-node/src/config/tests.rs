@@ -196,8 +196,8 @@ fn environment_values_that_do_not_parse_are_errors() {
         _ => None,
     })
     .unwrap();
-    assert_eq!(o.agtp_tls, Some(true));
-    assert_eq!(o.agtp_insecure, Some(false));
+    assert_eq!(o.agtp.tls, Some(true));
+    assert_eq!(o.agtp.insecure, Some(false));
     assert_eq!(o.peers_low, Some(3));
     assert_eq!(o.peers_high, None);
 }
