@@ -98,7 +98,7 @@ impl Config {
     }
 }
 
-/// `[improving]` in one layer of settings (see [`Overrides`](super::Overrides)).
+/// `[improving]` in one layer of settings (see [`Overrides`]).
 #[derive(Clone, Debug, Default, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct ImprovingOverrides {

@@ -78,7 +78,7 @@ impl Config {
     }
 }
 
-/// `[learning]` in one layer of settings (see [`Overrides`](super::Overrides)).
+/// `[learning]` in one layer of settings (see [`Overrides`]).
 #[derive(Clone, Debug, Default, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct LearningOverrides {

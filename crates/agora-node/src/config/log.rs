@@ -52,7 +52,7 @@ impl LogConfig {
     }
 }
 
-/// `[log]` in one layer of settings (see [`Overrides`](super::Overrides)).
+/// `[log]` in one layer of settings (see [`Overrides`]).
 #[derive(Clone, Debug, Default, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct LogOverrides {

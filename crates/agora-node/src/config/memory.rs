@@ -99,7 +99,7 @@ impl Config {
     }
 }
 
-/// `[memory]` in one layer of settings (see [`Overrides`](super::Overrides)).
+/// `[memory]` in one layer of settings (see [`Overrides`]).
 #[derive(Clone, Debug, Default, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct MemoryOverrides {

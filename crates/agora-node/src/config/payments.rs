@@ -37,7 +37,7 @@ impl PaymentsConfig {
     }
 }
 
-/// `[payments]` in one layer of settings (see [`Overrides`](super::Overrides)).
+/// `[payments]` in one layer of settings (see [`Overrides`]).
 #[derive(Clone, Debug, Default, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct PaymentsOverrides {

@@ -97,7 +97,7 @@ impl Config {
     }
 }
 
-/// `[rpc]` in one layer of settings (see [`Overrides`](super::Overrides)).
+/// `[rpc]` in one layer of settings (see [`Overrides`]).
 #[derive(Clone, Debug, Default, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct RpcOverrides {
