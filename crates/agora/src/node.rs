@@ -30,7 +30,15 @@ impl Args for Flags {
         let secrets: Vec<String> = SETTINGS
             .iter()
             .filter(|s| s.flag.is_none())
-            .map(|s| format!("  {} ({}): {}", s.env, s.key, s.help))
+            .map(|s| {
+                format!(
+                    "  {} ({}): {} [default: {}]",
+                    s.env,
+                    s.key,
+                    s.help,
+                    (s.default)(&defaults)
+                )
+            })
             .collect();
         SETTINGS
             .iter()

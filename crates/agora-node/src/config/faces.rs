@@ -1,7 +1,9 @@
 //! The faces' top-level settings: the API key (`api_key`, `AGORA_API_KEY`; `[rpc] api_key`,
 //! `AGORA_RPC_API_KEY`), connection limits (`max_connections`, `header_timeout`,
 //! `request_timeout`, `ws_idle_timeout`), `allowed_origins`, `allowed_hosts`, `public_reads` and
-//! `[agh] max_channels`.
+//! `[agh] max_channels`; the environment variables are `AGORA_` and the key in capitals
+//! (`AGORA_ALLOWED_ORIGINS`, …). Also [`FaceLimits`], the connection limits the serving layer
+//! (`faces/serve.rs`) takes, and [`split_port`], which it shares.
 
 use std::time::Duration;
 

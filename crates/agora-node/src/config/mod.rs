@@ -5,12 +5,17 @@
 //! beyond loopback. Port 0 asks the system for a free port; the node prints the port it got on a
 //! `listening on <face> <addr>` line.
 //!
-//! This module owns [`Config`], [`Config::load`], [`Config::validate`] and [`ConfigError`]; one
-//! file per `agora.toml` section holds that section's struct, defaults and checks:
+//! This module owns [`Config`], [`Config::load`], [`Config::apply`] (one layer),
+//! [`Config::validate`] (the checks across settings, once after the last layer) and
+//! [`ConfigError`], and applies the top-level keys no section owns (`data`, the listen addresses,
+//! `bootstrap`, `greet_interval`). One file per `agora.toml` section holds the rest of a setting:
+//! the section's struct (its value and default), its layer struct (its key, as serde reads it),
+//! its check (through `in_range` for numbers), and its row in [`SETTINGS`] (variable, flag,
+//! help) in `env.rs`:
 //!
 //! | file | TOML | what |
 //! |---|---|---|
-//! | `faces.rs` | top level | listen addresses, API key, face limits, origins and hosts |
+//! | `faces.rs` | top level | API key, the faces' connection limits, origins and hosts |
 //! | `peers.rs` | top level | the connection manager's watermarks |
 //! | `rpc.rs` | `[rpc]` | the JSON-RPC face's flow limits and guard workers, and their defaults |
 //! | `agh.rs` | `[agh]`, `[agh.nats]` | AGH settings and the NATS bridge |
