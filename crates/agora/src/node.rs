@@ -3,121 +3,110 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use agora_node::config::{Config, Overrides};
-use clap::Args;
+use agora_node::config::{Config, Kind, Overrides, SETTINGS, Setting};
+use clap::builder::PossibleValuesParser;
+use clap::{Arg, ArgAction, ArgMatches, Args, Command};
 
 #[derive(Debug, Args)]
 pub(crate) struct NodeArgs {
     /// Configuration file (default: ./agora.toml when present).
     #[arg(long, value_name = "FILE", env = "AGORA_CONFIG")]
     config: Option<PathBuf>,
-    /// Data directory (node key and database). Default: ./agora-data.
-    #[arg(long, value_name = "DIR")]
-    data: Option<PathBuf>,
-    /// libp2p listen address (repeatable). Default: /ip4/127.0.0.1/tcp/4001.
-    #[arg(long = "p2p-listen", value_name = "MULTIADDR")]
-    p2p_listen: Vec<String>,
-    /// AGH WebSocket face. Default: 127.0.0.1:4410.
-    #[arg(long = "agh-listen", value_name = "ADDR")]
-    agh_listen: Option<String>,
-    /// Hyperspace JSON-RPC face. Default: 127.0.0.1:3100.
-    #[arg(long = "rpc-listen", value_name = "ADDR")]
-    rpc_listen: Option<String>,
-    /// AGTP face. Default: 127.0.0.1:4480.
-    #[arg(long = "agtp-listen", value_name = "ADDR")]
-    agtp_listen: Option<String>,
-    /// Serve the AGTP face over TLS even on a loopback address.
-    #[arg(long = "agtp-tls")]
-    agtp_tls: bool,
-    /// Serve the AGTP face as plain AGTP even beyond loopback (no TLS; for testing only).
-    #[arg(long)]
-    insecure: bool,
-    /// HTTP API face. Default: 127.0.0.1:4411.
-    #[arg(long = "http-listen", value_name = "ADDR")]
-    http_listen: Option<String>,
-    /// A node to join (repeatable), e.g. /ip4/127.0.0.1/tcp/4001/p2p/12D3Koo…
-    #[arg(long, value_name = "MULTIADDR")]
-    bootstrap: Vec<String>,
-    /// Connection manager: trim down to this many connected peers. Default: 8.
-    #[arg(long = "peers-low", value_name = "N")]
-    peers_low: Option<usize>,
-    /// Connection manager: trim only when more than this many peers are connected. Default: 16.
-    #[arg(long = "peers-high", value_name = "N")]
-    peers_high: Option<usize>,
-    /// AGH greet interval in seconds (remote presence lasts twice as long). Default: 30.
-    #[arg(long = "greet-interval", value_name = "SECS")]
-    greet_interval: Option<u64>,
-    /// Connections served at once by each HTTP and WebSocket face (beyond: 503). Default: 1024.
-    #[arg(long = "max-connections", value_name = "N")]
-    max_connections: Option<usize>,
-    /// Seconds for a request's headers (or a WebSocket upgrade) to arrive; also how long an HTTP
-    /// connection may wait for its next request. Default: 10.
-    #[arg(long = "header-timeout", value_name = "SECS")]
-    header_timeout: Option<u64>,
-    /// Seconds for a request's body to arrive and its answer to be ready (beyond: 408).
-    /// Default: 60.
-    #[arg(long = "request-timeout", value_name = "SECS")]
-    request_timeout: Option<u64>,
-    /// Seconds a WebSocket may go without a frame either way before it is closed. Default: 300.
-    #[arg(long = "ws-idle-timeout", value_name = "SECS")]
-    ws_idle_timeout: Option<u64>,
-    /// A browser origin (scheme://host[:port]) allowed to open WebSockets and send changes
-    /// (repeatable). The node's own HTTP face is always allowed.
-    #[arg(long = "allow-origin", value_name = "ORIGIN")]
-    allow_origin: Vec<String>,
-    /// A host name (or name:port) that names this node besides localhost and its addresses
-    /// (repeatable); requests for any other Host are refused with 421.
-    #[arg(long = "allow-host", value_name = "HOST")]
-    allow_host: Vec<String>,
-    /// Answer the HTTP API's read-only endpoints (/healthz, /status, GET peers and cards)
-    /// without the API key.
-    #[arg(long = "public-reads")]
-    public_reads: bool,
-    /// Channels one agent connection may be in. Default: 64.
-    #[arg(long = "agh-max-channels", value_name = "N")]
-    agh_max_channels: Option<usize>,
-    /// Log lines as `text` (colours only on a terminal) or `json` (one object per line).
-    /// Default: text.
-    #[arg(long = "log-format", value_name = "FORMAT", value_parser = ["text", "json"])]
-    log_format: Option<String>,
+    /// One flag per setting of `agora_node::config::SETTINGS`.
+    #[command(flatten)]
+    settings: Flags,
+}
+
+/// The settings given as flags: one flag per row of [`SETTINGS`] that has one (secrets have
+/// none), built from the row, so a setting's flag, variable, default and help are written once.
+/// The environment is read by [`Config::env_overrides`], not by clap, so that a bad variable is
+/// an error naming it.
+#[derive(Debug, Default)]
+struct Flags(Box<Overrides>);
+
+impl Args for Flags {
+    fn augment_args(cmd: Command) -> Command {
+        let defaults = Config::default();
+        let secrets: Vec<String> = SETTINGS
+            .iter()
+            .filter(|s| s.flag.is_none())
+            .map(|s| {
+                format!(
+                    "  {} ({}): {} [default: {}]",
+                    s.env,
+                    s.key,
+                    s.help,
+                    (s.default)(&defaults)
+                )
+            })
+            .collect();
+        SETTINGS
+            .iter()
+            .filter_map(|s| Some(flag(s, s.flag?, &defaults)))
+            .fold(cmd, Command::arg)
+            .after_help(format!(
+                "Secrets come from the environment or agora.toml, never a flag:\n{}\n\n\
+                 Precedence: defaults < agora.toml < AGORA_* variables < flags.",
+                secrets.join("\n")
+            ))
+    }
+
+    fn augment_args_for_update(cmd: Command) -> Command {
+        Self::augment_args(cmd)
+    }
+}
+
+impl clap::FromArgMatches for Flags {
+    fn from_arg_matches(matches: &ArgMatches) -> Result<Self, clap::Error> {
+        let mut o = Overrides::default();
+        for setting in SETTINGS.iter().filter(|s| s.flag.is_some()) {
+            let Some(raw) = matches.get_raw(setting.key) else {
+                continue;
+            };
+            let values = raw.map(|v| v.to_string_lossy().into_owned()).collect();
+            setting.read_flag(&mut o, values).map_err(|e| {
+                clap::Error::raw(clap::error::ErrorKind::ValueValidation, format!("{e}\n"))
+            })?;
+        }
+        Ok(Self(Box::new(o)))
+    }
+
+    fn update_from_arg_matches(&mut self, matches: &ArgMatches) -> Result<(), clap::Error> {
+        *self = Self::from_arg_matches(matches)?;
+        Ok(())
+    }
+}
+
+/// The flag `--<long>` of `setting`; its help names the environment variable and the default.
+fn flag(setting: &Setting, long: &'static str, defaults: &Config) -> Arg {
+    let help = format!(
+        "{}. [env: {}] [default: {}]",
+        setting.help,
+        setting.env,
+        (setting.default)(defaults)
+    );
+    let arg = Arg::new(setting.key).long(long).help(help);
+    match setting.kind {
+        Kind::Switch => arg
+            .value_name("BOOL")
+            .num_args(0..=1)
+            .require_equals(true)
+            .default_missing_value("true"),
+        Kind::List => arg.value_name("VALUE").action(ArgAction::Append),
+        Kind::Integer => arg.value_name("N").value_parser(clap::value_parser!(u64)),
+        Kind::Decimal => arg
+            .value_name("N")
+            .allow_negative_numbers(true)
+            .value_parser(clap::value_parser!(f64)),
+        Kind::Choice(words) => arg
+            .value_name("WORD")
+            .value_parser(PossibleValuesParser::new(words)),
+        Kind::Text | Kind::Secret => arg.value_name("TEXT"),
+    }
 }
 
 pub(crate) fn run(args: NodeArgs) -> ExitCode {
-    let flags = Overrides {
-        data: args.data,
-        p2p_listen: args.p2p_listen,
-        agh_listen: args.agh_listen,
-        http_listen: args.http_listen,
-        rpc_listen: args.rpc_listen,
-        agtp_listen: args.agtp_listen,
-        bootstrap: args.bootstrap,
-        peers_low: args.peers_low,
-        peers_high: args.peers_high,
-        greet_interval: args.greet_interval,
-        nats: agora_node::config::NatsOverrides::default(),
-        api_key: None,
-        rpc_api_key: None,
-        rpc_conn_rate: None,
-        rpc_key_rate: None,
-        rpc_conn_frames: None,
-        rpc_conn_bytes: None,
-        rpc_total_bytes: None,
-        rpc_write_timeout: None,
-        rpc_guard_workers: None,
-        rpc_guard_budget_ms: None,
-        agtp_tls: args.agtp_tls.then_some(true),
-        agtp_insecure: args.insecure.then_some(true),
-        max_connections: args.max_connections,
-        header_timeout: args.header_timeout,
-        request_timeout: args.request_timeout,
-        ws_idle_timeout: args.ws_idle_timeout,
-        allowed_origins: args.allow_origin,
-        allowed_hosts: args.allow_host,
-        public_reads: args.public_reads.then_some(true),
-        agh_max_channels: args.agh_max_channels,
-        log_format: args.log_format,
-        ..Overrides::default()
-    };
+    let flags = *args.settings.0;
     let config = Config::load(args.config.as_deref(), Overrides::default()).and_then(|mut c| {
         c.apply(Config::env_overrides(|k| std::env::var(k).ok())?)?;
         c.apply(flags)?;
@@ -166,6 +155,9 @@ pub(crate) fn run(args: NodeArgs) -> ExitCode {
     }
 }
 
+/// The variable of the log filter (after `RUST_LOG`, before `[log] level`).
+const LOG_ENV: &str = "AGORA_LOG";
+
 /// What is logged when neither `RUST_LOG`, `AGORA_LOG` nor `[log] level` says.
 const DEFAULT_LOG_FILTER: &str = "warn,libp2p_kad=error,async_nats=off,agora_node=info";
 
@@ -176,7 +168,7 @@ fn init_logging(log: &agora_node::config::LogConfig) {
     // an empty variable counts as unset
     let var = |name| std::env::var(name).ok().filter(|s| !s.trim().is_empty());
     let spec = var("RUST_LOG")
-        .or_else(|| var("AGORA_LOG"))
+        .or_else(|| var(LOG_ENV))
         .or_else(|| log.level.clone())
         .unwrap_or_else(|| DEFAULT_LOG_FILTER.to_owned());
     let filter = tracing_subscriber::EnvFilter::try_new(&spec).unwrap_or_else(|e| {
@@ -197,4 +189,115 @@ fn init_logging(log: &agora_node::config::LogConfig) {
             .with_ansi(std::io::stderr().is_terminal())
             .try_init(),
     };
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every setting, one a line: its `agora.toml` key, environment variable, flag and default
+    /// (`-` for none), from the code: [`SETTINGS`], the keys serde accepts, the command's flags.
+    fn settings_list() -> String {
+        let cmd = NodeArgs::augment_args(Command::new("node"));
+        let defaults = Config::default();
+        let long = |id: &str| {
+            cmd.get_arguments()
+                .find(|a| a.get_id() == id)
+                .and_then(Arg::get_long)
+                .map_or_else(|| "-".to_owned(), |l| format!("--{l}"))
+        };
+        let mut lines: Vec<String> = SETTINGS
+            .iter()
+            .map(|s| {
+                let default = (s.default)(&defaults);
+                format!("{} | {} | {} | {default}", s.key, s.env, long(s.key))
+            })
+            .collect();
+        for key in agora_node::config::toml_keys() {
+            if key == "log.level" {
+                lines.push(format!("{key} | {LOG_ENV} | - | {DEFAULT_LOG_FILTER}"));
+            } else if SETTINGS.iter().all(|s| s.key != key) {
+                lines.push(format!("{key} | - | - | -"));
+            }
+        }
+        for arg in cmd.get_arguments() {
+            if SETTINGS.iter().all(|s| s.key != arg.get_id()) {
+                let env = arg
+                    .get_env()
+                    .map_or_else(|| "-".into(), |e| e.to_string_lossy());
+                lines.push(format!("- | {env} | {} | -", long(arg.get_id().as_str())));
+            }
+        }
+        lines.sort();
+        lines.join("\n") + "\n"
+    }
+
+    #[test]
+    fn the_settings_list_is_the_committed_one() {
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/settings.txt");
+        let committed = std::fs::read_to_string(path).unwrap_or_default();
+        let body: String = committed
+            .lines()
+            .filter(|l| !l.starts_with('#'))
+            .map(|l| format!("{l}\n"))
+            .collect();
+        let list = settings_list();
+        if std::env::var_os("AGORA_WRITE_SETTINGS").is_some() {
+            let header = committed.lines().take_while(|l| l.starts_with('#'));
+            let header: String = header.map(|l| format!("{l}\n")).collect();
+            std::fs::write(path, header + &list).unwrap();
+            return;
+        }
+        assert_eq!(
+            body, list,
+            "docs/settings.txt is stale: AGORA_WRITE_SETTINGS=1 cargo test -p agora --bins"
+        );
+    }
+
+    #[test]
+    fn flags_layer_over_the_environment() {
+        let cmd = NodeArgs::augment_args(Command::new("node"));
+        let m = cmd
+            .try_get_matches_from([
+                "node",
+                "--peers-low",
+                "3",
+                "--agtp-tls",
+                "--memory-serve=off",
+                "--bootstrap",
+                "/ip4/127.0.0.1/tcp/1",
+                "--bootstrap",
+                "/ip4/127.0.0.1/tcp/2",
+                "--improving-min-reward",
+                "-0.5",
+            ])
+            .unwrap();
+        let o = <Flags as clap::FromArgMatches>::from_arg_matches(&m)
+            .unwrap()
+            .0;
+        assert_eq!(o.peers_low, Some(3));
+        assert_eq!(o.agtp.tls, Some(true));
+        assert_eq!(o.memory.serve, Some(false));
+        assert_eq!(o.bootstrap.len(), 2);
+        assert_eq!(o.improving.min_reward, Some(-0.5));
+        assert_eq!(o.agtp.insecure, None);
+        let bad = NodeArgs::augment_args(Command::new("node"))
+            .try_get_matches_from(["node", "--memory-serve=maybe"])
+            .unwrap();
+        let err = <Flags as clap::FromArgMatches>::from_arg_matches(&bad).unwrap_err();
+        assert!(err.to_string().contains("--memory-serve"), "{err}");
+    }
+
+    #[test]
+    fn secrets_have_no_flag_and_help_names_every_variable() {
+        let help = NodeArgs::augment_args(Command::new("node"))
+            .render_long_help()
+            .to_string();
+        for s in SETTINGS {
+            assert!(help.contains(s.env), "{} is not in --help", s.env);
+            if s.kind == Kind::Secret {
+                assert!(s.flag.is_none(), "{} has a flag", s.key);
+            }
+        }
+    }
 }

@@ -53,6 +53,7 @@ use tokio_rustls::rustls;
 use tokio_rustls::rustls::pki_types::pem::PemObject as _;
 use tokio_rustls::rustls::pki_types::{CertificateDer, PrivateKeyDer};
 
+pub use crate::config::nats_server_addr as server_addr;
 use crate::config::{NatsConfig, Secret};
 
 /// Capacity of the command queue into the bridge and of the message queue out of it.
@@ -119,24 +120,6 @@ pub struct Message {
     pub subject: String,
     /// Envelope bytes.
     pub payload: Vec<u8>,
-}
-
-/// Parses one server URL: `nats://host[:port]`, `tls://host[:port]` (TLS required) or
-/// `host[:port]`; the port defaults to 4222. Credentials in the URL are refused: they belong
-/// in a secret file or the environment, not in a URL that may be shown.
-pub fn server_addr(url: &str) -> Result<ServerAddr, String> {
-    let addr: ServerAddr = url.trim().parse().map_err(|e| format!("{e}"))?;
-    if addr.has_user_pass() {
-        return Err(
-            "credentials in the URL are not accepted: use [agh.nats] user and password_file \
-             (or AGORA_AGH_NATS_USER / AGORA_AGH_NATS_PASSWORD), or token_file"
-                .into(),
-        );
-    }
-    if addr.is_websocket() {
-        return Err("WebSocket URLs are not supported: use nats:// or tls://".into());
-    }
-    Ok(addr)
 }
 
 /// A connected (or connecting) client and the events it reports.

@@ -76,24 +76,12 @@ use serde_json::{Value, json};
 use tokio::sync::{Notify, mpsc, oneshot};
 
 pub use crate::call::{Call, Principal};
+pub use crate::config::rpc::{
+    CONN_BYTES, CONN_FRAMES, CONN_RATE, KEY_RATE, MAX_MESSAGE_BYTES, TOTAL_BYTES, WRITE_TIMEOUT,
+};
 
-/// Largest JSON-RPC message accepted (larger ones close the connection with 1009).
-pub const MAX_MESSAGE_BYTES: usize = 1 << 20;
-/// Default requests per second per connection.
-pub const CONN_RATE: f64 = 200.0;
-/// Default requests per second per credential (API key or session token).
-pub const KEY_RATE: f64 = 1000.0;
 /// Largest batch accepted.
 pub const MAX_BATCH: usize = 256;
-/// Default most frames one connection may have in flight (read, reply not yet written).
-pub const CONN_FRAMES: usize = 64;
-/// Default most bytes one connection may hold: frames in flight, their replies and the
-/// server-to-client requests waiting to be written. Also the largest reply to one frame.
-pub const CONN_BYTES: usize = 4 << 20;
-/// Default most bytes all JSON-RPC connections together may hold.
-pub const TOTAL_BYTES: usize = 64 << 20;
-/// Default longest time one write to a client may take before the connection is closed.
-pub const WRITE_TIMEOUT: Duration = Duration::from_secs(30);
 /// Server-to-client requests a connection's writer queue takes beyond its frames' replies.
 pub const SERVER_REQUESTS: usize = 16;
 /// Id-less −32003 replies are sent at most this often per connection.

@@ -53,31 +53,8 @@ use tokio::task::JoinSet;
 use tokio::time::{Instant, Sleep, timeout, timeout_at};
 use tower::ServiceExt as _;
 
-/// Connection limits of one face.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Limits {
-    /// Connections served at once (each face has its own count). Default 1,024.
-    pub max_connections: usize,
-    /// Time for a request line and headers to arrive (also how long an HTTP connection may wait
-    /// for its next request). Default 10 s.
-    pub header_timeout: Duration,
-    /// Time for a request body to arrive and the answer to be ready; also how long an HTTP
-    /// connection may go without a byte either way. Default 60 s.
-    pub request_timeout: Duration,
-    /// How long a WebSocket may go without a byte either way. Default 300 s.
-    pub ws_idle_timeout: Duration,
-}
-
-impl Default for Limits {
-    fn default() -> Self {
-        Self {
-            max_connections: 1024,
-            header_timeout: Duration::from_secs(10),
-            request_timeout: Duration::from_secs(60),
-            ws_idle_timeout: Duration::from_secs(300),
-        }
-    }
-}
+pub use crate::config::FaceLimits as Limits;
+pub(crate) use crate::config::split_port;
 
 /// Who may use a face.
 #[derive(Clone, Debug, Default)]
@@ -622,21 +599,6 @@ impl Access {
         };
         let (_, port) = split_port(authority);
         port.unwrap_or(80) == self.own_http_port && self.names_node(authority, local)
-    }
-}
-
-/// Splits `name:port` (names may be bracketed IPv6 literals); a missing or unreadable port is
-/// `None`.
-pub(crate) fn split_port(host: &str) -> (&str, Option<u16>) {
-    if host.starts_with('[') {
-        return match host.split_once("]:") {
-            Some((name, port)) => (&host[..=name.len()], port.parse().ok()),
-            None => (host, None),
-        };
-    }
-    match host.rsplit_once(':') {
-        Some((name, port)) if !name.contains(':') => (name, port.parse().ok()),
-        _ => (host, None),
     }
 }
 

@@ -44,8 +44,8 @@ pub struct LongCallSettings {
 impl Default for LongCallSettings {
     fn default() -> Self {
         Self {
-            workers: 2,
-            budget: Duration::from_secs(2),
+            workers: crate::config::rpc::GUARD_WORKERS,
+            budget: crate::config::rpc::GUARD_BUDGET,
             stack_bytes: 8 << 20,
             background: false,
         }

@@ -12,30 +12,11 @@
 //! or was last used. Pure logic with an injected clock; the mesh task calls it.
 
 use std::collections::{HashMap, HashSet};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use libp2p::PeerId;
 
-/// The watermarks and the grace period.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Limits {
-    /// Trim down to this many connected peers.
-    pub low: usize,
-    /// Trim only when more than this many peers are connected.
-    pub high: usize,
-    /// How long a new or just-used connection is left alone.
-    pub grace: Duration,
-}
-
-impl Default for Limits {
-    fn default() -> Self {
-        Self {
-            low: 8,
-            high: 16,
-            grace: Duration::from_secs(10),
-        }
-    }
-}
+pub use crate::config::PeerLimits as Limits;
 
 /// What the manager knows about the peers.
 #[derive(Debug, Default)]
@@ -125,6 +106,7 @@ impl ConnManager {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::time::Duration;
 
     fn limits() -> Limits {
         Limits {

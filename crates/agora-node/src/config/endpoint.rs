@@ -1,0 +1,94 @@
+//! An OpenAI-compatible endpoint (`base_url`, `model`, `api_key`), as `[memory]`, `[learning]` and
+//! `[improving]` each name one; environment variables `AGORA_<SECTION>_BASE_URL`, `_MODEL`,
+//! `_API_KEY`.
+
+use super::{ConfigError, invalid};
+
+/// An OpenAI-compatible endpoint: `base_url`, `model`, `api_key` of a section.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Endpoint {
+    /// The API root, e.g. `http://127.0.0.1:11434/v1`.
+    pub base_url: Option<String>,
+    /// The model asked for.
+    pub model: Option<String>,
+    /// Bearer token.
+    pub api_key: Option<String>,
+}
+
+impl Endpoint {
+    /// Applies one layer's values of section `section`, each checked.
+    pub(super) fn apply(
+        &mut self,
+        section: &str,
+        base_url: Option<&String>,
+        model: Option<&String>,
+        api_key: Option<&String>,
+    ) -> Result<(), ConfigError> {
+        if let Some(u) = base_url {
+            let u = u.trim();
+            if !(u.starts_with("http://") || u.starts_with("https://")) || u.len() < 10 {
+                return Err(invalid(
+                    &format!("{section}.base_url"),
+                    &format!("{u:?} is not an http:// or https:// URL"),
+                ));
+            }
+            self.base_url = Some(u.to_owned());
+        }
+        if let Some(model) = model {
+            let model = model.trim();
+            if model.is_empty() || model.len() > 120 || model.chars().any(char::is_control) {
+                return Err(invalid(
+                    &format!("{section}.model"),
+                    "must be 1..120 printable characters",
+                ));
+            }
+            self.model = Some(model.to_owned());
+        }
+        if let Some(k) = api_key {
+            self.api_key = Some(k.trim().to_owned()).filter(|k| !k.is_empty());
+        }
+        Ok(())
+    }
+
+    /// The checks when the endpoint is used (`user` names the setting that uses it): `base_url`
+    /// and `model` are required, and a key is never sent in the clear beyond loopback.
+    pub(super) fn validate(&self, section: &str, user: &str) -> Result<(), ConfigError> {
+        let Some(url) = &self.base_url else {
+            return Err(invalid(
+                &format!("{section}.base_url"),
+                &format!("required by {user} (e.g. http://127.0.0.1:11434/v1)"),
+            ));
+        };
+        if self.model.is_none() {
+            return Err(invalid(
+                &format!("{section}.model"),
+                &format!("required by {user}"),
+            ));
+        }
+        if self.api_key.is_some() && url.starts_with("http://") && !is_loopback_url(url) {
+            return Err(invalid(
+                &format!("{section}.base_url"),
+                &format!(
+                    "must be https:// when {section}.api_key is set and the host is not loopback"
+                ),
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// Does an `http://` URL name a loopback host (`127.0.0.0/8`, `[::1]` or `localhost`)?
+pub(super) fn is_loopback_url(url: &str) -> bool {
+    let rest = url.split_once("://").map_or(url, |(_, r)| r);
+    let authority = rest.split(['/', '?', '#']).next().unwrap_or_default();
+    let host = authority.rsplit_once('@').map_or(authority, |(_, h)| h);
+    let host = if let Some(v6) = host.strip_prefix('[') {
+        v6.split(']').next().unwrap_or_default()
+    } else {
+        host.split(':').next().unwrap_or_default()
+    };
+    host.eq_ignore_ascii_case("localhost")
+        || host
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback())
+}
