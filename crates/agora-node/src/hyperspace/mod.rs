@@ -50,9 +50,9 @@ use std::time::Duration;
 use agora_hyperspace::announce::CardPublisher;
 use agora_hyperspace::guard::{self as hs_guard, Budget, Caller, Guard};
 use agora_hyperspace::jsonrpc::RpcError;
-use agora_hyperspace::recursive::{RecursionTrace, Recursive};
-use agora_hyperspace::state::{Session, Sessions};
-use agora_hyperspace::tool::{LocalTool, ToolRegistry};
+use agora_hyperspace::recursive::{self as hs_recursive, RecursionTrace, Recursive};
+use agora_hyperspace::state::{self as hs_state, Session, Sessions};
+use agora_hyperspace::tool::{self as hs_tool, LocalTool, ToolRegistry};
 use ed25519_dalek::SigningKey;
 use libp2p::PeerId;
 use libp2p::gossipsub::MessageId;
@@ -253,20 +253,20 @@ fn random_hex(bytes: usize) -> String {
 
 /// Methods that change a session's stored snapshot (everything else only reads it).
 const MUTATING: [&str; 7] = [
-    "state.createSession",
-    "state.setState",
-    "state.endSession",
-    "state.recordEpisode",
-    "guard.consumeBudget",
-    "recursive.track",
-    "recursive.setMaxDepth",
+    hs_state::CREATE_SESSION,
+    hs_state::SET_STATE,
+    hs_state::END_SESSION,
+    hs_state::RECORD_EPISODE,
+    hs_guard::CONSUME_BUDGET,
+    hs_recursive::TRACK,
+    hs_recursive::SET_MAX_DEPTH,
 ];
 
 /// Session-less methods a session token may call.
 const SESSIONLESS: [&str; 3] = [
-    "guard.validate",
-    "guard.checkSafety",
-    "guard.checkRateLimit",
+    hs_guard::VALIDATE,
+    hs_guard::CHECK_SAFETY,
+    hs_guard::CHECK_RATE_LIMIT,
 ];
 
 fn session_id_param(params: Option<&Value>) -> Option<&str> {
@@ -288,7 +288,7 @@ fn authorize(principal: &Principal, method: &str, params: Option<&Value>) -> Res
         || (["state.", "guard.", "recursive."]
             .iter()
             .any(|p| method.starts_with(p))
-            && method != "state.createSession"
+            && method != hs_state::CREATE_SESSION
             && session_id_param(params) == Some(own.as_str()));
     if allowed {
         Ok(())
@@ -402,15 +402,15 @@ impl Service {
                 // The tool may have left with its provider meanwhile.
                 let _ = self.tools.record_invocation(&tool_id, duration_ms, success);
             }
-            Input::Call(call) if call.request.method == "tool.invoke" => self.invoke(call),
+            Input::Call(call) if call.request.method == hs_tool::INVOKE => self.invoke(call),
             Input::Call(call) if hs_guard::LONG_METHODS.contains(&call.request.method.as_str()) => {
                 self.long_call(call);
             }
-            Input::Call(call) if call.request.method == "tool.discover" => {
+            Input::Call(call) if call.request.method == hs_tool::DISCOVER => {
                 self.discover(call).await;
             }
             Input::Call(call) => {
-                let registers = call.request.method == "tool.register";
+                let registers = call.request.method == hs_tool::REGISTER;
                 let outcome = self
                     .call(
                         &call.principal,
@@ -537,13 +537,13 @@ impl Service {
             Some(r) => r?,
         };
         let session_id = match method {
-            "state.createSession" => result
+            hs_state::CREATE_SESSION => result
                 .get("sessionId")
                 .and_then(Value::as_str)
                 .map(str::to_owned),
             _ => session_id_param(params).map(str::to_owned),
         };
-        if method == "state.createSession"
+        if method == hs_state::CREATE_SESSION
             && let (Some(id), Some(obj)) = (&session_id, result.as_object_mut())
         {
             let token = format!("hst_{}", random_hex(24));
@@ -552,7 +552,7 @@ impl Service {
             }
             obj.insert("sessionToken".into(), Value::String(token));
         }
-        if method == "state.endSession"
+        if method == hs_state::END_SESSION
             && let Some(id) = &session_id
         {
             self.forget_tokens(id);

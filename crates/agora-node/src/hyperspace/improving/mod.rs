@@ -44,6 +44,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use agora_hyperspace::improving as methods;
 use agora_hyperspace::improving::gossip::{
     self, REPUTATION_PREFIX, ReputationView, TRAJECTORIES_PREFIX,
 };
@@ -489,13 +490,9 @@ impl Shared {
     }
 
     async fn call(self: &Arc<Self>, method: &str, params: &Value) -> Result<Value, RpcError> {
-        let name = method
-            .strip_prefix("selfImproving.")
-            .or_else(|| method.strip_prefix("improving."))
-            .unwrap_or(method);
-        match name {
-            "recordTrajectory" => self.record(params).await,
-            "getExemplars" => {
+        match methods::canonical(method) {
+            Some(methods::RECORD_TRAJECTORY) => self.record(params).await,
+            Some(methods::GET_EXEMPLARS) => {
                 let p = ExemplarParams::parse(params)?;
                 let Some(l) = self.library(&p.task_type) else {
                     return Ok(json!({"exemplars": [], "librarySize": 0, "avgReward": 0.0}));
@@ -525,7 +522,7 @@ impl Shared {
                 })
                 .await
             }
-            "curate" => {
+            Some(methods::CURATE) => {
                 let p = CurateParams::parse(params)?;
                 let Some(l) = self.library(&p.task_type) else {
                     return Ok(json!({"kept": 0, "pruned": 0, "librarySize": 0, "prunedIds": []}));
@@ -549,8 +546,8 @@ impl Shared {
                 })
                 .await
             }
-            "augment" => self.augment(method, params).await,
-            "assessDifficulty" => {
+            Some(methods::AUGMENT) => self.augment(method, params).await,
+            Some(methods::ASSESS_DIFFICULTY) => {
                 let p = DifficultyParams::parse(params)?;
                 let l = self.library(&p.task_type);
                 let guard = match l {
@@ -572,7 +569,7 @@ impl Shared {
                     })
                     .await
             }
-            "getLibraryStats" => {
+            Some(methods::GET_LIBRARY_STATS) => {
                 let p = StatsParams::parse(params)?;
                 let libs: Vec<Lib> = match &p.task_type {
                     Some(t) => self.library(t).into_iter().collect(),

@@ -36,6 +36,7 @@ use std::time::Duration;
 
 use agora_embed::Embedder;
 use agora_hyperspace::jsonrpc::RpcError;
+use agora_hyperspace::learning as methods;
 use agora_hyperspace::learning::params::{
     AddBulletParams, CurateParams, FeedbackParams, LearningLimits, PlaybookParams, ReflectParams,
 };
@@ -379,7 +380,7 @@ impl Shared {
     ) -> Result<Value, RpcError> {
         let limits = &self.settings.limits;
         match method {
-            "learning.getPlaybook" => {
+            methods::GET_PLAYBOOK => {
                 let p = PlaybookParams::parse(params)?;
                 let book = self.find(&Self::key(principal, &p.playbook_id), &p.playbook_id)?;
                 let book = book.lock().await;
@@ -390,7 +391,7 @@ impl Shared {
                     "tokenCount": book.token_count(),
                 }))
             }
-            "learning.getStats" => {
+            methods::GET_STATS => {
                 let p = PlaybookParams::parse(params)?;
                 let book = self.find(&Self::key(principal, &p.playbook_id), &p.playbook_id)?;
                 let stats = book.lock().await.stats();
@@ -406,7 +407,7 @@ impl Shared {
                     "version": stats.version,
                 }))
             }
-            "learning.feedback" => {
+            methods::FEEDBACK => {
                 let p = FeedbackParams::parse(params)?;
                 let book = self.find(&Self::key(principal, &p.playbook_id), &p.playbook_id)?;
                 let key = Self::key(principal, &p.playbook_id);
@@ -420,7 +421,7 @@ impl Shared {
                 })
                 .await
             }
-            "learning.addBullet" => {
+            methods::ADD_BULLET => {
                 let p = AddBulletParams::parse(params, limits)?;
                 let key = Self::key(principal, &p.playbook_id);
                 let guard = self.find_or_create(&key)?.lock_owned().await;
@@ -449,7 +450,7 @@ impl Shared {
                 })
                 .await
             }
-            "learning.curate" => {
+            methods::CURATE => {
                 let p = CurateParams::parse(params, limits)?;
                 let key = Self::key(principal, &p.playbook_id);
                 let guard = self.find(&key, &p.playbook_id)?.lock_owned().await;
@@ -466,7 +467,7 @@ impl Shared {
                 })
                 .await
             }
-            "learning.reflect" => {
+            methods::REFLECT => {
                 let p = ReflectParams::parse(params, limits)?;
                 let key = Self::key(principal, &p.playbook_id);
                 let existing = self.lock_books().get(&key).cloned();

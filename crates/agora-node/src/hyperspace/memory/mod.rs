@@ -54,6 +54,7 @@ use std::time::Duration;
 
 use agora_agtp::ratelimit::{Decision, RateConfig, RateLimiter};
 use agora_hyperspace::jsonrpc::{RpcCode, RpcError};
+use agora_hyperspace::memory as methods;
 use agora_hyperspace::memory::params::{
     ArchiveParams, DeleteParams, GetParams, ListParams, MemoryLimits, SearchParams, StoreParams,
 };
@@ -733,24 +734,24 @@ impl Shared {
         let p = params.unwrap_or(&null);
         let limits = &self.settings.limits;
         match method {
-            "memory.store" => self.store(principal, StoreParams::parse(p, limits)?).await,
-            "memory.search" => {
+            methods::STORE => self.store(principal, StoreParams::parse(p, limits)?).await,
+            methods::SEARCH => {
                 self.search(principal, SearchParams::parse(p, limits)?)
                     .await
             }
-            "memory.get" => {
+            methods::GET => {
                 let params = GetParams::parse(p, limits)?;
                 match self.find(&params.id, true).await {
                     Some(Entry::Live(r)) if visible(principal, &r) => Ok(record_json(&r)),
                     _ => Err(not_found(&params.id)),
                 }
             }
-            "memory.list" => self.list(principal, ListParams::parse(p, limits)?).await,
-            "memory.delete" => {
+            methods::LIST => self.list(principal, ListParams::parse(p, limits)?).await,
+            methods::DELETE => {
                 self.delete(principal, DeleteParams::parse(p, limits)?)
                     .await
             }
-            "memory.archive" => {
+            methods::ARCHIVE => {
                 self.archive(principal, ArchiveParams::parse(p, limits)?)
                     .await
             }

@@ -35,6 +35,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use agora_hyperspace::jsonrpc::{RpcCode, RpcError};
+use agora_hyperspace::payments as methods;
 use agora_hyperspace::payments::assets::{EXACT_SCHEME, UsdcAsset};
 use agora_hyperspace::payments::challenge::Challenge;
 use agora_hyperspace::payments::channel::{Channel, ChannelError, Currency, Status, Voucher};
@@ -579,18 +580,18 @@ impl Shared {
         params: &Value,
     ) -> Result<Value, RpcError> {
         match method {
-            "micropayments.challenge" => {
+            methods::CHALLENGE => {
                 let p = ChallengeParams::parse(params).map_err(|e| invalid(e.0))?;
                 let resource = p
                     .resource
                     .clone()
-                    .unwrap_or_else(|| "micropayments.challenge".to_owned());
+                    .unwrap_or_else(|| methods::CHALLENGE.to_owned());
                 let c = self
                     .issue(&resource, p.price_points, p.price_usdc, p.payee_address)
                     .await?;
                 Ok(c.to_wire())
             }
-            "micropayments.verify" => {
+            methods::VERIFY => {
                 let raw = verify_credential(params).map_err(|e| invalid(e.0))?;
                 let cred = Credential::decode(raw).map_err(|r| refused(&r))?;
                 let receipt = self.accept(&cred, None).await.map_err(|r| match r {
@@ -606,21 +607,21 @@ impl Shared {
                     "receipt": receipt,
                 }))
             }
-            "micropayments.channel.open" => {
+            methods::CHANNEL_OPEN => {
                 let default_chain = self.settings.chains.first().map(|c| c.chain_id);
                 let p = OpenParams::parse(params, default_chain).map_err(|e| invalid(e.0))?;
                 self.open(p, session_of(principal)).await
             }
-            "micropayments.channel.pay" if params.get("voucher").is_some_and(Value::is_object) => {
+            methods::CHANNEL_PAY if params.get("voucher").is_some_and(Value::is_object) => {
                 let voucher: Voucher = serde_json::from_value(params["voucher"].clone())
                     .map_err(|e| invalid(format!("voucher: {e}")))?;
                 self.pay_with_voucher(voucher).await
             }
-            "micropayments.channel.pay" => {
+            methods::CHANNEL_PAY => {
                 let p = PayParams::parse(params).map_err(|e| invalid(e.0))?;
                 self.pay(principal, p).await
             }
-            "micropayments.channel.close" => {
+            methods::CHANNEL_CLOSE => {
                 let id = close_channel_id(params).map_err(|e| invalid(e.0))?;
                 self.close(principal, &id).await
             }
