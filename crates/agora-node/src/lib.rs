@@ -13,15 +13,16 @@
 //! | | [`ans`] | the Agent Name Service (DISCOVER, DESCRIBE, lifecycle, index, refresh, federation) |
 //! | | [`hyperspace`] | the Hyperspace service task and one folder per primitive task (memory, learning, improving, payments) |
 //! | | [`call`] | a JSON-RPC call as a face hands it to a service |
+//! | | [`routes`] | the routers: calls by method prefix, mesh events by topic, protocol or kind, to the service that declares them |
 //! | infrastructure | [`config`] | defaults, `agora.toml`, `AGORA_*` variables, flags |
 //! | | [`clock`] | the wall clock the services read for protocol timestamps |
 //! | | [`keys`] | the node's Ed25519 identity file |
 //! | | [`store`] | the redb database and its single writer thread |
 //! | | [`telemetry`] | the metrics registry and the recent connection events |
 //!
-//! The mesh reports to one router task ([`route_mesh_events`]) that hands Hyperspace traffic
-//! (its gossip topics, `/agora/hyperspace/1.0.0` requests, DHT records offered to us, subscriptions
-//! to capabilities topics) to the Hyperspace service and everything else to the AGH service.
+//! The mesh reports to one router ([`routes::EventRouter`]) that hands each event to the service
+//! whose entry claims it (by topic, protocol or kind; each service declares its entries), the
+//! rest to the AGH service; JSON-RPC calls go through [`routes::CallRouter`], by method prefix.
 
 pub mod agh;
 pub mod ans;
@@ -32,6 +33,7 @@ pub mod faces;
 pub mod hyperspace;
 pub mod keys;
 pub mod mesh;
+pub mod routes;
 pub mod store;
 pub mod telemetry;
 
@@ -332,16 +334,12 @@ pub async fn run_until(
     };
     tokio::spawn(hyperspace::improving::run(improving, imp_rx));
     tokio::spawn(hyperspace::payments::run(payments, pay_rx));
-    tokio::spawn(route_mesh_events(
-        events_rx,
-        agh_events_tx,
-        hs_tx.clone(),
-        Services {
-            memory: Some(mem_tx.clone()),
-            improving: Some(imp_tx.clone()),
-            payments: Some(pay_tx.clone()),
-        },
-    ));
+    let mut event_routes = hyperspace::event_routes(&hs_tx);
+    event_routes.extend(hyperspace::memory::event_routes(&mem_tx));
+    event_routes.extend(hyperspace::improving::event_routes(&imp_tx));
+    event_routes.extend(hyperspace::payments::event_routes(&pay_tx));
+    let agh_events = routes::Sink::new(agh_events_tx, routes::Delivery::Wait, Some);
+    tokio::spawn(routes::EventRouter::new(event_routes, agh_events).run(events_rx));
     let (closed_tx, mut closed_rx) = mpsc::channel::<u64>(256);
     let hs_closed = hs_tx.clone();
     tokio::spawn(async move {
@@ -355,46 +353,17 @@ pub async fn run_until(
             }
         }
     });
-    let (calls_tx, mut calls_rx) = mpsc::channel::<call::Call>(4096);
-    let (hs_calls, mem_calls, learn_calls, imp_calls, pay_calls) = (
-        hs_tx.clone(),
-        mem_tx.clone(),
-        learn_tx.clone(),
-        imp_tx.clone(),
-        pay_tx.clone(),
+    let (calls_tx, calls_rx) = mpsc::channel::<call::Call>(4096);
+    let call_router = routes::CallRouter::new(
+        vec![
+            hyperspace::memory::call_route(&mem_tx),
+            hyperspace::learning::call_route(&learn_tx),
+            hyperspace::improving::call_route(&imp_tx),
+            hyperspace::payments::call_route(&pay_tx),
+        ],
+        hyperspace::call_route(&hs_tx),
     );
-    tokio::spawn(async move {
-        while let Some(call) = calls_rx.recv().await {
-            let sent = if call.request.method.starts_with("memory.") {
-                mem_calls
-                    .send(hyperspace::memory::Input::Call(call))
-                    .await
-                    .is_ok()
-            } else if call.request.method.starts_with("learning.") {
-                learn_calls
-                    .send(hyperspace::learning::Input::Call(call))
-                    .await
-                    .is_ok()
-            } else if call.request.method.starts_with("improving.")
-                || call.request.method.starts_with("selfImproving.")
-            {
-                imp_calls
-                    .send(hyperspace::improving::Input::Call(call))
-                    .await
-                    .is_ok()
-            } else if call.request.method.starts_with("micropayments.") {
-                pay_calls
-                    .send(hyperspace::payments::Input::Call(call))
-                    .await
-                    .is_ok()
-            } else {
-                hs_calls.send(hyperspace::Input::Call(call)).await.is_ok()
-            };
-            if !sent {
-                break;
-            }
-        }
-    });
+    tokio::spawn(call_router.run(calls_rx));
 
     let peer_id = mesh.peer_id().to_string();
     let mesh_task = tokio::spawn(mesh::run(mesh, mesh_rx, events_tx));
@@ -661,169 +630,6 @@ async fn load_hs_tools(
 ) -> Result<Vec<agora_hyperspace::tool::LocalTool>, NodeError> {
     let rows = read_store(store, store::Store::hs_tools).await?;
     Ok(parse_rows(rows, "Hyperspace tool"))
-}
-
-/// The services with their own tasks that hear from the mesh (the router drops their events when
-/// one is absent).
-#[derive(Debug, Default)]
-pub struct Services {
-    /// The memory service (sync gossip, node-to-node memory requests).
-    pub memory: Option<mpsc::Sender<hyperspace::memory::Input>>,
-    /// The Self-Improving service (trajectory and reputation gossip).
-    pub improving: Option<mpsc::Sender<hyperspace::improving::Input>>,
-    /// The Micropayments service (channel requests, settlement gossip).
-    pub payments: Option<mpsc::Sender<hyperspace::payments::Input>>,
-}
-
-/// Hands each mesh event to the service that owns it: Hyperspace gossip, node-to-node
-/// Hyperspace requests, DHT records offered to us, new DHT peers and subscriptions to
-/// capabilities topics go to the Hyperspace service; the rest (AGH gossip and envelopes, connections, listen addresses) to
-/// the AGH service.
-pub async fn route_mesh_events(
-    mut events: mpsc::Receiver<mesh::Event>,
-    agh: mpsc::Sender<mesh::Event>,
-    hs: mpsc::Sender<hyperspace::Input>,
-    services: Services,
-) {
-    use agora_hyperspace::announce::CAPABILITIES_PREFIX;
-    use agora_hyperspace::improving::gossip::{REPUTATION_PREFIX, TRAJECTORIES_PREFIX};
-    use agora_hyperspace::payments::settlement::SETTLEMENTS_PREFIX;
-    let Services {
-        memory,
-        improving,
-        payments,
-    } = services;
-    while let Some(event) = events.recv().await {
-        let input = match event {
-            mesh::Event::Gossip {
-                topic,
-                data,
-                id,
-                propagation_source,
-                ..
-            } if topic.starts_with(TRAJECTORIES_PREFIX) && improving.is_some() => {
-                if let Some(i) = &improving
-                    && i.send(hyperspace::improving::Input::Trajectory {
-                        topic,
-                        data,
-                        id,
-                        propagation_source,
-                    })
-                    .await
-                    .is_err()
-                {
-                    break;
-                }
-                continue;
-            }
-            mesh::Event::Gossip { topic, data, .. } if topic.starts_with(REPUTATION_PREFIX) => {
-                if let Some(i) = &improving {
-                    // A full queue loses a view; the next one replaces it anyway.
-                    let _ = i.try_send(hyperspace::improving::Input::View(data));
-                }
-                continue;
-            }
-            mesh::Event::Gossip { topic, data, .. } if topic == hyperspace::memory::SYNC_TOPIC => {
-                if let Some(m) = &memory {
-                    // A full queue loses a sync message, which anti-entropy makes up for.
-                    let _ = m.try_send(hyperspace::memory::Input::Gossip(data));
-                }
-                continue;
-            }
-            mesh::Event::Gossip { topic, data, .. } if topic.starts_with(SETTLEMENTS_PREFIX) => {
-                if let Some(p) = &payments {
-                    // A full queue loses a copy of a record; the payee keeps its own.
-                    let _ = p.try_send(hyperspace::payments::Input::Settlement(data));
-                }
-                continue;
-            }
-            mesh::Event::Direct {
-                proto: mesh::Proto::Payments,
-                peer,
-                data,
-                channel,
-            } => {
-                if let Some(p) = &payments
-                    && p.send(hyperspace::payments::Input::Peer {
-                        peer,
-                        data,
-                        channel,
-                    })
-                    .await
-                    .is_err()
-                {
-                    break;
-                }
-                continue;
-            }
-            mesh::Event::Direct {
-                proto: mesh::Proto::Memory,
-                peer,
-                data,
-                channel,
-            } => {
-                if let Some(m) = &memory
-                    && m.send(hyperspace::memory::Input::Peer {
-                        peer,
-                        data,
-                        channel,
-                    })
-                    .await
-                    .is_err()
-                {
-                    break;
-                }
-                continue;
-            }
-            // Accepted inline and needing no verdict: nothing on those topics needs the service
-            // yet (the GossipGate relays them without queuing a copy at all).
-            mesh::Event::Gossip {
-                ref topic,
-                needs_verdict: false,
-                ..
-            } if topic.starts_with(hyperspace::TOPIC_PREFIX) => continue,
-            mesh::Event::Gossip {
-                topic,
-                data,
-                id,
-                propagation_source,
-                ..
-            } if topic.starts_with(hyperspace::TOPIC_PREFIX) => {
-                hyperspace::Input::Gossip(hyperspace::GossipCheck {
-                    topic,
-                    data,
-                    id,
-                    propagation_source,
-                })
-            }
-            mesh::Event::Direct {
-                proto: mesh::Proto::Hyperspace,
-                peer,
-                data,
-                channel,
-            } => hyperspace::Input::Peer {
-                peer,
-                data,
-                channel,
-            },
-            mesh::Event::RecordOffered { key, value } => {
-                hyperspace::Input::RecordOffered { key, value }
-            }
-            mesh::Event::Subscribed(topic) if topic.starts_with(CAPABILITIES_PREFIX) => {
-                hyperspace::Input::Subscribed(topic)
-            }
-            mesh::Event::DhtPeer(_) => hyperspace::Input::DhtPeer,
-            other => {
-                if agh.send(other).await.is_err() {
-                    break;
-                }
-                continue;
-            }
-        };
-        if hs.send(input).await.is_err() {
-            break;
-        }
-    }
 }
 
 async fn load_interactions(

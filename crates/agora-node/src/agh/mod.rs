@@ -312,7 +312,7 @@ struct Service<I: IdSource> {
 pub struct Wiring {
     /// Requests from the faces.
     pub inputs: mpsc::Receiver<Input>,
-    /// Events from the mesh (all but the Hyperspace ones, see `crate::route_mesh_events`).
+    /// Events from the mesh (all but the Hyperspace ones, see `crate::routes`).
     pub mesh_events: mpsc::Receiver<mesh::Event>,
     /// Commands to the mesh.
     pub mesh: mpsc::Sender<mesh::Command>,

@@ -55,7 +55,6 @@ use agora_hyperspace::state::{self as hs_state, Session, Sessions};
 use agora_hyperspace::tool::{self as hs_tool, LocalTool, ToolRegistry};
 use ed25519_dalek::SigningKey;
 use libp2p::PeerId;
-use libp2p::gossipsub::MessageId;
 use libp2p::request_response::ResponseChannel;
 use serde_json::Value;
 use tokio::sync::mpsc;
@@ -63,6 +62,7 @@ use tokio::sync::mpsc;
 use crate::call::{Call, Principal};
 use crate::faces::rpc::Links;
 use crate::mesh;
+use crate::routes::{self, CallRoute, Delivery, EventKey, EventRoute, Sink};
 use crate::store::Store;
 
 pub use cards::HeldRecord;
@@ -78,17 +78,7 @@ pub use crate::clock::now_ms;
 /// A gossip message whose envelope the mesh's [`GossipGate`] verified and deferred to the service
 /// (capabilities, discovery asks); the service judges the content and sends the verdict to the
 /// mesh as [`mesh::Command::Validated`].
-#[derive(Debug)]
-pub struct GossipCheck {
-    /// Topic string.
-    pub topic: String,
-    /// Payload (the envelope's bytes).
-    pub data: Vec<u8>,
-    /// Gossipsub's message id.
-    pub id: MessageId,
-    /// The peer that forwarded it.
-    pub propagation_source: PeerId,
-}
+pub type GossipCheck = routes::Gossip;
 
 pub use gate::GossipGate;
 
@@ -141,6 +131,66 @@ pub enum Input {
     DhtPeer,
     /// Report the known cards and the held records (HTTP `GET /hyperspace/cards`).
     Cards(tokio::sync::oneshot::Sender<Value>),
+}
+
+/// The calls this service answers: every call no other service's prefix claims (state, guard,
+/// recursive, tool; an unknown method is answered −32601 here).
+pub fn call_route(tx: &mpsc::Sender<Input>) -> CallRoute {
+    CallRoute {
+        prefixes: &["state.", "guard.", "recursive.", "tool."],
+        methods: &[
+            &hs_state::METHODS,
+            &hs_guard::METHODS,
+            &hs_recursive::METHODS,
+            &hs_tool::METHODS,
+        ],
+        sink: Sink::new(tx.clone(), Delivery::Wait, |c| Some(Input::Call(c))),
+    }
+}
+
+/// The mesh events this service owns: `hyperspace/…` gossip that waits for a verdict (gossip
+/// the gate accepted inline needs nothing here and is dropped; the topics other services own
+/// are more specific and go to them), requests on `/agora/hyperspace/1.0.0`, DHT records
+/// offered to us, the DHT's first peer, and subscriptions to capabilities topics.
+pub fn event_routes(tx: &mpsc::Sender<Input>) -> Vec<EventRoute> {
+    use agora_hyperspace::announce::CAPABILITIES_PREFIX;
+    vec![
+        EventRoute::new(
+            EventKey::TopicPrefix(TOPIC_PREFIX),
+            tx,
+            Delivery::Wait,
+            |e| routes::gossip(e).map(Input::Gossip),
+        )
+        .verdicts_only(),
+        EventRoute::new(
+            EventKey::Proto(mesh::Proto::Hyperspace),
+            tx,
+            Delivery::Wait,
+            |e| {
+                routes::request(e).map(|r| Input::Peer {
+                    peer: r.peer,
+                    data: r.data,
+                    channel: r.channel,
+                })
+            },
+        ),
+        EventRoute::new(EventKey::RecordOffered, tx, Delivery::Wait, |e| match e {
+            mesh::Event::RecordOffered { key, value } => Some(Input::RecordOffered { key, value }),
+            _ => None,
+        }),
+        EventRoute::new(
+            EventKey::Subscribed(CAPABILITIES_PREFIX),
+            tx,
+            Delivery::Wait,
+            |e| match e {
+                mesh::Event::Subscribed(topic) => Some(Input::Subscribed(topic)),
+                _ => None,
+            },
+        ),
+        EventRoute::new(EventKey::DhtPeer, tx, Delivery::Wait, |e| {
+            matches!(e, mesh::Event::DhtPeer(_)).then_some(Input::DhtPeer)
+        }),
+    ]
 }
 
 /// How long a provider has to answer `tool.invoke`.

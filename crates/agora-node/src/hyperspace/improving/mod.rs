@@ -70,6 +70,7 @@ use super::learning::llm::Chat;
 use super::{now_ms, random_hex};
 use crate::call::Call;
 use crate::mesh;
+use crate::routes::{self, CallRoute, Delivery, EventKey, EventRoute, Sink};
 use crate::store::Store;
 
 /// Calls handled at once; beyond, −32003.
@@ -153,6 +154,41 @@ pub enum Input {
     View(Vec<u8>),
     /// Report the service's state (`/status` `improving`).
     Status(oneshot::Sender<Value>),
+}
+
+/// The calls this service answers (`improving.*` and their `selfImproving.*` aliases).
+pub fn call_route(tx: &mpsc::Sender<Input>) -> CallRoute {
+    CallRoute {
+        prefixes: &["improving.", "selfImproving."],
+        methods: &[&methods::METHODS, &methods::ALIASES],
+        sink: Sink::new(tx.clone(), Delivery::Wait, |c| Some(Input::Call(c))),
+    }
+}
+
+/// The mesh events this service owns: trajectories (each waits for this service's verdict) and
+/// reputation views (a full queue loses a view; the next one replaces it anyway).
+pub fn event_routes(tx: &mpsc::Sender<Input>) -> Vec<EventRoute> {
+    vec![
+        EventRoute::new(
+            EventKey::TopicPrefix(TRAJECTORIES_PREFIX),
+            tx,
+            Delivery::Wait,
+            |e| {
+                routes::gossip(e).map(|g| Input::Trajectory {
+                    topic: g.topic,
+                    data: g.data,
+                    id: g.id,
+                    propagation_source: g.propagation_source,
+                })
+            },
+        ),
+        EventRoute::new(
+            EventKey::TopicPrefix(REPUTATION_PREFIX),
+            tx,
+            Delivery::DropWhenFull,
+            |e| routes::gossip(e).map(|g| Input::View(g.data)),
+        ),
+    ]
 }
 
 type Lib = Arc<tokio::sync::Mutex<Library>>;

@@ -52,6 +52,7 @@ pub use llm::ChatConfig;
 use super::guard::{LongCallSettings, LongCalls, spawn_call};
 use super::now_ms;
 use crate::call::{Call, Principal};
+use crate::routes::{CallRoute, Delivery, Sink};
 use crate::store::Store;
 
 /// Calls handled at once; beyond, −32003.
@@ -110,6 +111,15 @@ pub enum Input {
     Call(Call),
     /// Report the service's state (`/status` `learning`).
     Status(oneshot::Sender<Value>),
+}
+
+/// The calls this service answers (`learning.*`).
+pub fn call_route(tx: &mpsc::Sender<Input>) -> CallRoute {
+    CallRoute {
+        prefixes: &["learning."],
+        methods: &[&methods::METHODS],
+        sink: Sink::new(tx.clone(), Delivery::Wait, |c| Some(Input::Call(c))),
+    }
 }
 
 /// cl100k BPE as a token counter.

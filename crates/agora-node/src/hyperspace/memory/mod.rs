@@ -81,6 +81,7 @@ use super::guard::{LongCallSettings, LongCalls, spawn_call};
 use super::{now_ms, random_hex};
 use crate::call::{Call, Principal};
 use crate::mesh;
+use crate::routes::{self, CallRoute, Delivery, EventKey, EventRoute, Sink};
 use crate::store::Store;
 
 /// The gossip topic of memory synchronisation (spec §2.1).
@@ -174,6 +175,44 @@ pub enum Input {
     Gossip(Vec<u8>),
     /// Report the service's state (`/status` `memory`).
     Status(oneshot::Sender<Value>),
+}
+
+impl Input {
+    fn peer(r: routes::Request) -> Self {
+        Self::Peer {
+            peer: r.peer,
+            data: r.data,
+            channel: r.channel,
+        }
+    }
+}
+
+/// The calls this service answers (`memory.*`).
+pub fn call_route(tx: &mpsc::Sender<Input>) -> CallRoute {
+    CallRoute {
+        prefixes: &["memory."],
+        methods: &[&methods::METHODS],
+        sink: Sink::new(tx.clone(), Delivery::Wait, |c| Some(Input::Call(c))),
+    }
+}
+
+/// The mesh events this service owns: the sync topic (a full queue loses a sync message, which
+/// anti-entropy makes up for) and requests on `/agora/memory/1.0.0`.
+pub fn event_routes(tx: &mpsc::Sender<Input>) -> Vec<EventRoute> {
+    vec![
+        EventRoute::new(
+            EventKey::Topic(SYNC_TOPIC),
+            tx,
+            Delivery::DropWhenFull,
+            |e| routes::gossip(e).map(|g| Input::Gossip(g.data)),
+        ),
+        EventRoute::new(
+            EventKey::Proto(mesh::Proto::Memory),
+            tx,
+            Delivery::Wait,
+            |e| routes::request(e).map(Input::peer),
+        ),
+    ]
 }
 
 /// What the memory task needs from the node.

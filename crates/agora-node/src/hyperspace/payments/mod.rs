@@ -56,6 +56,7 @@ use super::guard::spawn_call;
 use super::{now_ms, random_hex};
 use crate::call::{Call, Principal};
 use crate::mesh;
+use crate::routes::{self, CallRoute, Delivery, EventKey, EventRoute, Sink};
 use crate::store::{PayTable, Store};
 
 /// Calls in flight at once; past it −32003.
@@ -123,6 +124,44 @@ pub enum Input {
     Charge(Charge),
     /// Report the service's state (`/status` `payments`).
     Status(oneshot::Sender<Value>),
+}
+
+impl Input {
+    fn peer(r: routes::Request) -> Self {
+        Self::Peer {
+            peer: r.peer,
+            data: r.data,
+            channel: r.channel,
+        }
+    }
+}
+
+/// The calls this service answers (`micropayments.*`).
+pub fn call_route(tx: &mpsc::Sender<Input>) -> CallRoute {
+    CallRoute {
+        prefixes: &["micropayments."],
+        methods: &[&methods::METHODS],
+        sink: Sink::new(tx.clone(), Delivery::Wait, |c| Some(Input::Call(c))),
+    }
+}
+
+/// The mesh events this service owns: the settlement topics (a full queue loses a copy of a
+/// record; the payee keeps its own) and requests on `/agora/payments/1.0.0`.
+pub fn event_routes(tx: &mpsc::Sender<Input>) -> Vec<EventRoute> {
+    vec![
+        EventRoute::new(
+            EventKey::TopicPrefix(settlement::SETTLEMENTS_PREFIX),
+            tx,
+            Delivery::DropWhenFull,
+            |e| routes::gossip(e).map(|g| Input::Settlement(g.data)),
+        ),
+        EventRoute::new(
+            EventKey::Proto(mesh::Proto::Payments),
+            tx,
+            Delivery::Wait,
+            |e| routes::request(e).map(Input::peer),
+        ),
+    ]
 }
 
 /// A charge for one use of something priced.
