@@ -240,7 +240,7 @@ async fn start_agora(
             store,
             Arc::new(Mutex::new(HashMap::new())),
             hyperspace::Restored::default(),
-            hyperspace::HsWiring {
+            hyperspace::Parts {
                 peer_id,
                 key: agora_node::keys::signing_key(&keys).expect("ed25519 key"),
                 links: rpc::Links::default(),

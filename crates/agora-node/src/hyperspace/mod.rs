@@ -63,7 +63,7 @@ use crate::call::{Call, Principal};
 use crate::faces::rpc::Links;
 use crate::mesh;
 use crate::routes::{self, CallRoute, Delivery, EventKey, EventRoute, Sink};
-use crate::store::Store;
+use crate::store::{Store, StoreError};
 
 pub use cards::HeldRecord;
 pub use discover::PendingDiscover;
@@ -251,9 +251,10 @@ struct Service {
     payments: mpsc::Sender<payments::Input>,
 }
 
-/// What the Hyperspace service needs from the node.
+/// Everything [`run`] takes from the node: the [`Wiring`], the service's own channels, the
+/// JSON-RPC face's connections and the long-call pool's settings.
 #[derive(Debug)]
-pub struct HsWiring {
+pub struct Parts {
     /// This node's PeerId (the `peerId` of its tools).
     pub peer_id: String,
     /// The node's Ed25519 key (signs the node's capability announcements).
@@ -370,14 +371,101 @@ pub fn restore_tokens(tokens: &Mutex<HashMap<String, String>>, snapshots: &[Snap
     }
 }
 
+impl Restored {
+    /// Reads what the service keeps in the store (unreadable rows are logged and skipped).
+    pub async fn load(store: &Store) -> Result<Self, StoreError> {
+        Ok(Self {
+            snapshots: store
+                .read_json(Store::hs_sessions, "Hyperspace session")
+                .await?,
+            tools: store.read_json(Store::hs_tools, "Hyperspace tool").await?,
+            records: store.read(Store::hs_records).await?,
+        })
+    }
+}
+
+/// The running Hyperspace service, as the node holds it.
+#[derive(Debug)]
+pub struct Started {
+    /// Its input.
+    pub tx: mpsc::Sender<Input>,
+    /// Session tokens (the JSON-RPC face checks them).
+    pub tokens: Arc<Mutex<HashMap<String, String>>>,
+    /// Open JSON-RPC connections (tool providers), shared with the JSON-RPC face.
+    pub links: Links,
+    /// Where the JSON-RPC face reports closed connections (their tools go with them).
+    pub closed: mpsc::Sender<u64>,
+    /// The service's task.
+    pub task: tokio::task::JoinHandle<()>,
+}
+
+/// What the Hyperspace service needs from the node.
+#[derive(Debug)]
+pub struct Wiring {
+    /// This node's PeerId.
+    pub peer_id: String,
+    /// The node's key.
+    pub key: SigningKey,
+    /// Commands to the mesh.
+    pub mesh: mpsc::Sender<mesh::Command>,
+    /// The payments service's input.
+    pub payments: mpsc::Sender<payments::Input>,
+    /// The wallet address the node's card publishes.
+    pub wallet_address: String,
+    /// Where and how long `guard.validate` / `guard.checkSafety` run (`rpc_guard_*`).
+    pub long_calls: LongCallSettings,
+}
+
+/// Starts the Hyperspace service: restores its sessions, tools and held records from the store
+/// (session tokens before anything serves), then [`run`] on a task of its own.
+pub async fn start(store: Store, node: Wiring) -> Result<Started, StoreError> {
+    let tokens = Arc::new(Mutex::new(HashMap::new()));
+    let (tx, rx) = mpsc::channel(4096);
+    let restored = Restored::load(&store).await?;
+    restore_tokens(&tokens, &restored.snapshots);
+    let links = Links::default();
+    let task = tokio::spawn(run(
+        store,
+        Arc::clone(&tokens),
+        restored,
+        Parts {
+            peer_id: node.peer_id,
+            key: node.key,
+            links: links.clone(),
+            mesh: node.mesh,
+            inputs_tx: tx.clone(),
+            inputs: rx,
+            long_calls: node.long_calls,
+            payments: node.payments,
+            wallet_address: Some(node.wallet_address),
+        },
+    ));
+    let (closed, mut closed_rx) = mpsc::channel::<u64>(256);
+    let inputs = tx.clone();
+    tokio::spawn(async move {
+        while let Some(conn) = closed_rx.recv().await {
+            if inputs.send(Input::Closed(conn)).await.is_err() {
+                break;
+            }
+        }
+    });
+    Ok(Started {
+        tx,
+        tokens,
+        links,
+        closed,
+        task,
+    })
+}
+
 /// Runs the service until `inputs` closes.
 pub async fn run(
     store: Store,
     tokens: Arc<Mutex<HashMap<String, String>>>,
     restored: Restored,
-    wiring: HsWiring,
+    parts: Parts,
 ) {
-    let HsWiring {
+    let Parts {
         peer_id,
         key,
         links,
@@ -387,7 +475,7 @@ pub async fn run(
         long_calls,
         payments,
         wallet_address,
-    } = wiring;
+    } = parts;
     let mut svc = Service {
         sessions: Sessions::new(),
         guard: Guard::new(),

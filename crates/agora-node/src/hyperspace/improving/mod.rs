@@ -69,6 +69,7 @@ use super::learning::ChatConfig;
 use super::learning::llm::Chat;
 use super::{now_ms, random_hex};
 use crate::call::Call;
+use crate::config::Config;
 use crate::mesh;
 use crate::routes::{self, CallRoute, Delivery, EventKey, EventRoute, Sink};
 use crate::store::Store;
@@ -91,7 +92,7 @@ const LLM_SYSTEM: &str =
 
 /// How the Self-Improving service runs (`[improving]`; `docs/node.md` "Self-improving").
 #[derive(Debug, Clone)]
-pub struct ImprovingSettings {
+pub struct Settings {
     /// Share recorded trajectories by default. Default false.
     pub share: bool,
     /// Task types whose trajectories this node learns from (subscribed at start).
@@ -116,7 +117,7 @@ pub struct ImprovingSettings {
     pub chat: Option<ChatConfig>,
 }
 
-impl Default for ImprovingSettings {
+impl Default for Settings {
     fn default() -> Self {
         Self {
             share: false,
@@ -207,7 +208,7 @@ struct Counters {
 
 struct Shared {
     store: Store,
-    settings: ImprovingSettings,
+    settings: Settings,
     peer_id: String,
     key: SigningKey,
     mesh: mpsc::Sender<mesh::Command>,
@@ -264,11 +265,7 @@ pub struct Wiring {
 }
 
 /// Loads the libraries and standings (blocking: call it off the runtime's workers).
-pub fn prepare(
-    store: Store,
-    settings: ImprovingSettings,
-    wiring: Wiring,
-) -> Result<Prepared, String> {
+pub fn prepare(store: Store, settings: Settings, wiring: Wiring) -> Result<Prepared, String> {
     let mut libraries: HashMap<String, Library> = HashMap::new();
     for (task, row) in store.hs_trajectories().map_err(|e| e.to_string())? {
         match serde_json::from_str::<Held>(&row) {
@@ -335,6 +332,43 @@ pub fn prepare(
             runtime: wiring.runtime,
         }),
     })
+}
+
+impl Settings {
+    /// The settings `config` asks for (`[improving]`).
+    pub fn from_config(config: &Config) -> Self {
+        let c = &config.improving;
+        Self {
+            share: c.share,
+            task_types: c.task_types.clone(),
+            max_library: c.max_library,
+            max_task_types: c.max_task_types,
+            min_reward: c.min_reward,
+            chat: c.endpoint.base_url.as_ref().map(|base_url| ChatConfig {
+                base_url: base_url.clone(),
+                model: c.endpoint.model.clone().unwrap_or_default(),
+                api_key: c.endpoint.api_key.clone(),
+                timeout: Duration::from_millis(c.timeout_ms),
+            }),
+            ..Self::default()
+        }
+    }
+}
+
+/// Starts the Self-Improving service: its settings from `config`, [`prepare`] on a blocking
+/// thread (it loads the libraries), then [`run`] on a task of its own. Returns its input.
+pub async fn start(
+    config: &Config,
+    store: Store,
+    wiring: Wiring,
+) -> Result<mpsc::Sender<Input>, String> {
+    let settings = Settings::from_config(config);
+    let improving = tokio::task::spawn_blocking(move || prepare(store, settings, wiring))
+        .await
+        .map_err(|e| e.to_string())??;
+    let (tx, rx) = mpsc::channel(1024);
+    tokio::spawn(run(improving, rx));
+    Ok(tx)
 }
 
 /// Runs the service until `inputs` closes.

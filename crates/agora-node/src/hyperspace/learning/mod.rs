@@ -52,6 +52,7 @@ pub use llm::ChatConfig;
 use super::guard::{LongCallSettings, LongCalls, spawn_call};
 use super::now_ms;
 use crate::call::{Call, Principal};
+use crate::config::Config;
 use crate::routes::{CallRoute, Delivery, Sink};
 use crate::store::Store;
 
@@ -75,7 +76,7 @@ pub enum ReflectorChoice {
 
 /// How the learning service runs (`[learning]`; `docs/node.md` "Learning").
 #[derive(Debug, Clone)]
-pub struct LearningSettings {
+pub struct Settings {
     /// Most playbooks. Default 1,000.
     pub max_playbooks: usize,
     /// Bounds of one playbook.
@@ -91,7 +92,7 @@ pub struct LearningSettings {
     pub reflector: ReflectorChoice,
 }
 
-impl Default for LearningSettings {
+impl Default for Settings {
     fn default() -> Self {
         Self {
             max_playbooks: 1_000,
@@ -138,7 +139,7 @@ const STATUS_LIST: usize = 20;
 
 struct Shared {
     store: Store,
-    settings: LearningSettings,
+    settings: Settings,
     embedder: Option<Arc<dyn Embedder>>,
     counter: Arc<Cl100k>,
     chat: Option<llm::Chat>,
@@ -163,7 +164,7 @@ impl std::fmt::Debug for Prepared {
 /// passing the runtime's handle). `embedder` finds near-duplicate bullets.
 pub fn prepare(
     store: Store,
-    settings: LearningSettings,
+    settings: Settings,
     embedder: Option<Arc<dyn Embedder>>,
     runtime: tokio::runtime::Handle,
 ) -> Result<Prepared, String> {
@@ -224,6 +225,49 @@ pub fn prepare(
             runtime,
         }),
     })
+}
+
+impl Settings {
+    /// The settings `config` asks for (`[learning]`).
+    pub fn from_config(config: &Config) -> Self {
+        let l = &config.learning;
+        Self {
+            max_playbooks: l.max_playbooks,
+            playbook: PlaybookLimits {
+                max_bullets: l.max_bullets,
+                ..PlaybookLimits::default()
+            },
+            reflector: match l.reflector.as_str() {
+                "openai" => ReflectorChoice::OpenAi(ChatConfig {
+                    base_url: l.endpoint.base_url.clone().unwrap_or_default(),
+                    model: l.endpoint.model.clone().unwrap_or_default(),
+                    api_key: l.endpoint.api_key.clone(),
+                    timeout: Duration::from_millis(l.timeout_ms),
+                }),
+                _ => ReflectorChoice::Builtin,
+            },
+            ..Self::default()
+        }
+    }
+}
+
+/// Starts the learning service: its settings from `config`, [`prepare`] on a blocking thread
+/// (it loads the playbooks and the tokenizer), then [`run`] on a task of its own. `embedder`
+/// finds near-duplicate bullets. Returns its input.
+pub async fn start(
+    config: &Config,
+    store: Store,
+    embedder: Arc<dyn Embedder>,
+) -> Result<mpsc::Sender<Input>, String> {
+    let settings = Settings::from_config(config);
+    let rt = tokio::runtime::Handle::current();
+    let learning =
+        tokio::task::spawn_blocking(move || prepare(store, settings, Some(embedder), rt))
+            .await
+            .map_err(|e| e.to_string())??;
+    let (tx, rx) = mpsc::channel(1024);
+    tokio::spawn(run(learning, rx));
+    Ok(tx)
 }
 
 /// Runs the learning task until `inputs` closes.

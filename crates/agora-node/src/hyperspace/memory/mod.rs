@@ -17,8 +17,8 @@
 //! | [`embedders`] | the embedders (all-MiniLM-L6-v2 when installed, the lexical fallback) |
 //!
 //! Work that costs CPU runs on threads, never on an async task: embeddings and vector searches
-//! on the memory worker pool ([`MemorySettings::workers`] threads, each call within
-//! [`MemorySettings::budget`]), so that `state.*` and `guard.*` calls, which the Hyperspace
+//! on the memory worker pool ([`Settings::workers`] threads, each call within
+//! [`Settings::budget`]), so that `state.*` and `guard.*` calls, which the Hyperspace
 //! service answers on its own task, are never behind an embedding; the anti-entropy scan (one
 //! owner lookup per held memory and the digests, about 0.1 s at 100,000) on one background
 //! worker of its own at a lowered priority, so that it never takes a worker from a call nor
@@ -34,7 +34,7 @@
 //! way and also gossiped (signed v2 envelopes) on the sync topic.
 //!
 //! Bounds on other nodes: a node-to-node request is decoded against the same size limits as a
-//! call ([`MemoryLimits`]); each peer may send [`MemorySettings::peer_rate`] requests per second
+//! call ([`MemoryLimits`]); each peer may send [`Settings::peer_rate`] requests per second
 //! (bursts of twice as many) with at most [`PEER_IN_FLIGHT`] of them in flight, and all peers
 //! share [`PEER_REQUESTS`] slots (calls have their own [`IN_FLIGHT`]). A request beyond any of
 //! these is answered at once with an `Error` (−32003, "Rate Limited: …"), never queued. A peer
@@ -80,6 +80,7 @@ use vault::Vault;
 use super::guard::{LongCallSettings, LongCalls, spawn_call};
 use super::{now_ms, random_hex};
 use crate::call::{Call, Principal};
+use crate::config::Config;
 use crate::mesh;
 use crate::routes::{self, CallRoute, Delivery, EventKey, EventRoute, Sink};
 use crate::store::Store;
@@ -113,7 +114,7 @@ const SYNC_FANOUT: usize = 8;
 
 /// How the memory service runs (`[memory]` in `agora.toml`; `docs/node.md` "Memory").
 #[derive(Debug, Clone)]
-pub struct MemorySettings {
+pub struct Settings {
     /// Does this node hold memories (join the ring)? Default true.
     pub serve: bool,
     /// Which embedder embeds new memories and queries.
@@ -139,7 +140,7 @@ pub struct MemorySettings {
     pub peer_rate: f64,
 }
 
-impl Default for MemorySettings {
+impl Default for Settings {
     fn default() -> Self {
         Self {
             serve: true,
@@ -217,15 +218,13 @@ pub fn event_routes(tx: &mpsc::Sender<Input>) -> Vec<EventRoute> {
 
 /// What the memory task needs from the node.
 #[derive(Debug)]
-pub struct MemoryWiring {
+pub struct Wiring {
     /// This node's PeerId.
     pub peer_id: String,
     /// The node's key (signs heartbeats and sync messages).
     pub key: SigningKey,
     /// Commands to the mesh.
     pub mesh: mpsc::Sender<mesh::Command>,
-    /// The task's input.
-    pub inputs: mpsc::Receiver<Input>,
 }
 
 /// A message on the sync topic (the `d` of a v2 envelope signed by its sender).
@@ -265,7 +264,7 @@ struct Shared {
     members: Mutex<Members>,
     embedders: Embedders,
     pool: LongCalls,
-    settings: MemorySettings,
+    settings: Settings,
     in_flight: Arc<Semaphore>,
     /// Slots of node-to-node requests.
     peer_slots: Arc<Semaphore>,
@@ -331,7 +330,7 @@ impl Prepared {
 pub fn prepare(
     data_dir: &std::path::Path,
     store: Store,
-    settings: MemorySettings,
+    settings: Settings,
     peer_id: &str,
     key: SigningKey,
     mesh: mpsc::Sender<mesh::Command>,
@@ -384,6 +383,61 @@ pub fn prepare(
             last_check: Mutex::new(None),
         }),
     })
+}
+
+impl Settings {
+    /// The settings `config` asks for (`[memory]`; models under the data directory).
+    pub fn from_config(config: &Config) -> Result<Self, String> {
+        let m = &config.memory;
+        Ok(Self {
+            serve: m.serve,
+            embedder: EmbedderChoice::from_config(
+                &m.embedder,
+                m.endpoint.base_url.as_deref(),
+                m.endpoint.model.as_deref(),
+                m.endpoint.api_key.as_deref(),
+            )?,
+            model_dir: agora_embed::model_dir(&config.data),
+            workers: m.workers,
+            max_memories: m.max_memories,
+            peer_rate: m.peer_rate,
+            ..Self::default()
+        })
+    }
+}
+
+/// The running memory service, as the node holds it.
+#[derive(Debug)]
+pub struct Started {
+    /// Its input.
+    pub tx: mpsc::Sender<Input>,
+    /// The embedder of new memories (learning uses it for near-duplicate bullets).
+    pub embedder: Arc<dyn agora_embed::Embedder>,
+}
+
+/// Starts the memory service: its settings from `config`, [`prepare`] on a blocking thread (it
+/// reads every stored memory), then [`run`] on a task of its own.
+pub async fn start(config: &Config, store: Store, wiring: Wiring) -> Result<Started, String> {
+    let settings = Settings::from_config(config)?;
+    let data = config.data.clone();
+    let Wiring { peer_id, key, mesh } = wiring;
+    let memory =
+        tokio::task::spawn_blocking(move || prepare(&data, store, settings, &peer_id, key, mesh))
+            .await
+            .map_err(|e| e.to_string())??;
+    let embedder = memory.embedder();
+    if embedder == agora_embed::Lexical::ID {
+        tracing::warn!(
+            "memory: no MiniLM model installed, embedding with the built-in lexical embedder \
+             (install the model with `agora memory install-model`)"
+        );
+    } else {
+        tracing::info!(embedder, "memory embedder");
+    }
+    let embedder = memory.default_embedder();
+    let (tx, rx) = mpsc::channel(4096);
+    tokio::spawn(run(memory, rx));
+    Ok(Started { tx, embedder })
 }
 
 /// Runs the memory task until `inputs` closes.

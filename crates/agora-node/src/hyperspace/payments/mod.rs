@@ -23,7 +23,7 @@
 //! refusal of the next one says so), it is counted then, never paid again.
 //!
 //! Signature checks (secp256k1 recovery, Ed25519) run on the per-call tasks, never on the
-//! service task. Bounds: [`PaymentSettings`] (open challenges, receipts, channels, settlement
+//! service task. Bounds: [`Settings`] (open challenges, receipts, channels, settlement
 //! log); past them a new challenge, payment or channel is refused with −32003 and nothing held
 //! is dropped, except the settlement log, which keeps the newest records.
 
@@ -55,6 +55,7 @@ use tokio::sync::{Semaphore, mpsc, oneshot};
 use super::guard::spawn_call;
 use super::{now_ms, random_hex};
 use crate::call::{Call, Principal};
+use crate::config::Config;
 use crate::mesh;
 use crate::routes::{self, CallRoute, Delivery, EventKey, EventRoute, Sink};
 use crate::store::{PayTable, Store};
@@ -66,7 +67,7 @@ const PEER_IN_FLIGHT: usize = 256;
 
 /// How the payments service runs (`[payments]` in `agora.toml`).
 #[derive(Debug, Clone)]
-pub struct PaymentSettings {
+pub struct Settings {
     /// Accepted USDC chains (default: Base Sepolia and Base).
     pub chains: Vec<UsdcAsset>,
     /// How long a challenge stays payable. Default 5 minutes.
@@ -85,7 +86,7 @@ pub struct PaymentSettings {
     pub wallet_file: std::path::PathBuf,
 }
 
-impl Default for PaymentSettings {
+impl Default for Settings {
     fn default() -> Self {
         Self {
             chains: agora_hyperspace::payments::assets::default_usdc(),
@@ -308,7 +309,7 @@ struct Shared {
     wallet_address: String,
     mesh: mpsc::Sender<mesh::Command>,
     store: Store,
-    settings: PaymentSettings,
+    settings: Settings,
     in_flight: Arc<Semaphore>,
     peer_slots: Arc<Semaphore>,
     /// Challenges by id.
@@ -368,7 +369,7 @@ fn load_rows<T: serde::de::DeserializeOwned>(
 pub fn prepare(
     data_dir: &std::path::Path,
     store: Store,
-    settings: PaymentSettings,
+    settings: Settings,
     wiring: Wiring,
 ) -> Result<Prepared, String> {
     let wallet_path = if settings.wallet_file.is_absolute() {
@@ -428,6 +429,48 @@ pub fn prepare(
             settler: Box::new(NoChainSettler),
         }),
     })
+}
+
+impl Settings {
+    /// The settings `config` asks for (`[payments]`).
+    pub fn from_config(config: &Config) -> Self {
+        let d = Self::default();
+        let p = &config.payments;
+        Self {
+            wallet_file: p
+                .wallet_key_file
+                .clone()
+                .unwrap_or_else(|| d.wallet_file.clone()),
+            challenge_ttl: p
+                .challenge_ttl_secs
+                .map_or(d.challenge_ttl, Duration::from_secs),
+            ..d
+        }
+    }
+}
+
+/// The running payments service, as the node holds it.
+#[derive(Debug)]
+pub struct Started {
+    /// Its input.
+    pub tx: mpsc::Sender<Input>,
+    /// The wallet's address (the node's card publishes it).
+    pub wallet_address: String,
+}
+
+/// Starts the payments service: its settings from `config`, [`prepare`] on a blocking thread
+/// (the wallet, the channels), then [`run`] on a task of its own.
+pub async fn start(config: &Config, store: Store, wiring: Wiring) -> Result<Started, String> {
+    let settings = Settings::from_config(config);
+    let data = config.data.clone();
+    let payments = tokio::task::spawn_blocking(move || prepare(&data, store, settings, wiring))
+        .await
+        .map_err(|e| e.to_string())??;
+    let wallet_address = payments.wallet_address();
+    tracing::info!(wallet = wallet_address, "payments wallet");
+    let (tx, rx) = mpsc::channel(1024);
+    tokio::spawn(run(payments, rx));
+    Ok(Started { tx, wallet_address })
 }
 
 /// Runs the payments task until `inputs` closes.
