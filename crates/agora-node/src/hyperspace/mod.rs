@@ -14,6 +14,7 @@
 //! | [`learning`] | the Learning primitive (`learning.*`): a task of its own, its redb tables, its worker pool |
 //! | [`improving`] | the Self-Improving primitive (`improving.*`, `selfImproving.*`): a task of its own, its redb tables, its worker pool, the trajectory and reputation topics, gossipsub application scores |
 //! | [`payments`] | the Micropayments primitive (`micropayments.*`): a task of its own, its redb tables, the wallet, channels between nodes on `/agora/payments/1.0.0`, settlement gossip |
+//! | [`service`] | the skeleton the primitive services share: spawning calls within an in-flight bound, `internal`/`invalid`, requests and responses over the mesh, counters |
 //!
 //! Gossip (spec §2.1, §7.2; `docs/hyperspace-wire.md`): every message on a `hyperspace/…` topic
 //! is a v2 signed envelope, verified once by the [`GossipGate`] inside gossipsub's validation
@@ -42,6 +43,7 @@ mod invoke;
 pub mod learning;
 pub mod memory;
 pub mod payments;
+mod service;
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};

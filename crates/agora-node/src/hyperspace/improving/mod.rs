@@ -64,9 +64,10 @@ use serde_json::{Value, json};
 use tokio::sync::{OwnedMutexGuard, Semaphore, mpsc, oneshot};
 use tokio::time::Instant;
 
-use super::guard::{LongCallSettings, LongCalls, spawn_call};
+use super::guard::{LongCallSettings, LongCalls};
 use super::learning::ChatConfig;
 use super::learning::llm::Chat;
+use super::service::{internal, spawn_call};
 use super::{now_ms, random_hex};
 use crate::call::Call;
 use crate::config::Config;
@@ -245,10 +246,6 @@ impl std::fmt::Debug for Prepared {
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
-}
-
-fn internal(message: impl std::fmt::Display) -> RpcError {
-    RpcError::internal_error().with_message(message.to_string())
 }
 
 /// What the node needs from the rest of the node.

@@ -49,8 +49,9 @@ use tokio::time::Instant;
 
 pub use llm::ChatConfig;
 
-use super::guard::{LongCallSettings, LongCalls, spawn_call};
+use super::guard::{LongCallSettings, LongCalls};
 use super::now_ms;
+use super::service::{internal, spawn_call};
 use crate::call::{Call, Principal};
 use crate::config::Config;
 use crate::routes::{CallRoute, Delivery, Sink};
@@ -339,10 +340,6 @@ fn snapshot(p: &Playbook) -> Fingerprints {
             )
         })
         .collect()
-}
-
-fn internal(message: impl std::fmt::Display) -> RpcError {
-    RpcError::internal_error().with_message(message.to_string())
 }
 
 fn bullet_json(b: &agora_hyperspace::learning::Bullet) -> Value {

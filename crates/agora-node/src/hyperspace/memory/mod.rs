@@ -46,7 +46,7 @@ mod members;
 mod shard;
 mod vault;
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -77,7 +77,8 @@ use members::Members;
 use shard::Shard;
 use vault::Vault;
 
-use super::guard::{LongCallSettings, LongCalls, spawn_call};
+use super::guard::{LongCallSettings, LongCalls};
+use super::service::{Counters, PeerLink, Unanswered, internal, invalid, spawn_call};
 use super::{now_ms, random_hex};
 use crate::call::{Call, Principal};
 use crate::config::Config;
@@ -270,7 +271,9 @@ struct Shared {
     peer_slots: Arc<Semaphore>,
     /// Node-to-node requests in flight, by peer (entries at zero are removed).
     peer_in_flight: Mutex<HashMap<PeerId, usize>>,
-    counters: Mutex<BTreeMap<&'static str, u64>>,
+    counters: Counters,
+    /// Requests and responses on `/agora/memory/1.0.0`.
+    link: PeerLink,
     /// The view changed (a heartbeat, a failure) and no round has run since.
     ring_dirty: AtomicBool,
     /// Anti-entropy's version lists, made on the background pool with the shard's generation,
@@ -366,6 +369,10 @@ pub fn prepare(
         shared: Arc::new(Shared {
             me: peer_id.to_owned(),
             key,
+            link: PeerLink {
+                mesh: mesh.clone(),
+                proto: mesh::Proto::Memory,
+            },
             mesh,
             shard,
             members: Mutex::new(Members::new(peer_id, settings.serve)),
@@ -375,7 +382,7 @@ pub fn prepare(
             peer_slots: Arc::new(Semaphore::new(PEER_REQUESTS)),
             peer_in_flight: Mutex::new(HashMap::new()),
             settings,
-            counters: Mutex::new(BTreeMap::new()),
+            counters: Counters::default(),
             ring_dirty: AtomicBool::new(false),
             versions_cache: Mutex::new(None),
             versions_scan: tokio::sync::Mutex::new(()),
@@ -606,15 +613,6 @@ impl Drop for PeerSlot {
     }
 }
 
-/// −32602 with `message`.
-fn invalid(message: impl Into<String>) -> RpcError {
-    RpcError::invalid_params().with_message(message.into())
-}
-
-fn internal(message: impl std::fmt::Display) -> RpcError {
-    RpcError::internal_error().with_message(message.to_string())
-}
-
 fn replication_failed(required: usize, acknowledged: usize) -> RpcError {
     RpcError::from_code(RpcCode::REPLICATION_FAILED)
         .with_message(format!(
@@ -670,9 +668,7 @@ impl Shared {
     }
 
     fn count(&self, what: &'static str) {
-        if let Ok(mut c) = self.counters.lock() {
-            *c.entry(what).or_insert(0) += 1;
-        }
+        self.counters.count(what);
     }
 
     /// Whether a failure or a heartbeat changed the ring since the last call.
@@ -687,15 +683,7 @@ impl Shared {
 
     fn status(&self) -> Value {
         let mut members = self.lock_members();
-        let counters = self
-            .counters
-            .lock()
-            .map(|c| {
-                c.iter()
-                    .map(|(k, v)| ((*k).to_owned(), json!(v)))
-                    .collect::<serde_json::Map<_, _>>()
-            })
-            .unwrap_or_default();
+        let counters = self.counters.json();
         let held = self.shard.len();
         let ring: Vec<Value> = members
             .view()
@@ -756,15 +744,7 @@ impl Shared {
     }
 
     async fn respond(&self, channel: ResponseChannel<Vec<u8>>, response: &MemoryResponse) {
-        let data = response.encode();
-        let _ = self
-            .mesh
-            .send(mesh::Command::Respond {
-                proto: mesh::Proto::Memory,
-                channel,
-                data,
-            })
-            .await;
+        self.link.respond(channel, response.encode()).await;
     }
 
     /// Sends `request` to `peer`; a peer that cannot be reached is suspected (it leaves the view
@@ -776,22 +756,11 @@ impl Shared {
         timeout: Duration,
     ) -> Result<MemoryResponse, String> {
         let target: PeerId = peer.parse().map_err(|_| format!("bad peer id {peer}"))?;
-        let (reply, answer) = oneshot::channel();
-        self.mesh
-            .send(mesh::Command::SendDirect {
-                proto: mesh::Proto::Memory,
-                peer: target,
-                data: request.encode(),
-                reply,
-            })
-            .await
-            .map_err(|_| "the node is shutting down".to_owned())?;
-        let outcome = match tokio::time::timeout(timeout, answer).await {
-            Ok(Ok(Ok(bytes))) => MemoryResponse::decode(&bytes, &self.settings.limits)
+        let outcome = match self.link.request(target, request.encode(), timeout).await {
+            Ok(bytes) => MemoryResponse::decode(&bytes, &self.settings.limits)
                 .map_err(|e| format!("bad answer: {e}")),
-            Ok(Ok(Err(e))) => Err(e),
-            Ok(Err(_)) => Err("the request was dropped".to_owned()),
-            Err(_) => Err("no answer in time".to_owned()),
+            Err(e @ Unanswered::ShuttingDown) => return Err(e.to_string()),
+            Err(Unanswered::Failed(why)) => Err(why),
         };
         if outcome.is_err() {
             self.count("requests_failed");
@@ -1519,9 +1488,7 @@ impl Shared {
     }
 
     fn count_n(&self, what: &'static str, n: usize) {
-        if let Ok(mut c) = self.counters.lock() {
-            *c.entry(what).or_insert(0) += n as u64;
-        }
+        self.counters.add(what, n as u64);
     }
 
     /// A verified envelope from the sync topic.

@@ -52,7 +52,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use tokio::sync::{Semaphore, mpsc, oneshot};
 
-use super::guard::spawn_call;
+use super::service::{Counters, PeerLink, Unanswered, internal, invalid, spawn_call};
 use super::{now_ms, random_hex};
 use crate::call::{Call, Principal};
 use crate::config::Config;
@@ -327,7 +327,9 @@ struct Shared {
     settlement_seq: AtomicU64,
     /// Settlement topics subscribed (by round).
     rounds: Mutex<Vec<u64>>,
-    counters: Mutex<std::collections::BTreeMap<&'static str, u64>>,
+    counters: Counters,
+    /// Requests and responses on `/agora/payments/1.0.0`.
+    link: PeerLink,
     settler: Box<dyn Settler>,
 }
 
@@ -412,6 +414,10 @@ pub fn prepare(
             key: wiring.key,
             wallet,
             wallet_address,
+            link: PeerLink {
+                mesh: wiring.mesh.clone(),
+                proto: mesh::Proto::Payments,
+            },
             mesh: wiring.mesh,
             store,
             settings,
@@ -425,7 +431,7 @@ pub fn prepare(
             settlements: Mutex::new(settlements),
             settlement_seq: AtomicU64::new(next_seq),
             rounds: Mutex::new(Vec::new()),
-            counters: Mutex::new(std::collections::BTreeMap::new()),
+            counters: Counters::default(),
             settler: Box::new(NoChainSettler),
         }),
     })
@@ -538,14 +544,6 @@ pub async fn run(prepared: Prepared, mut inputs: mpsc::Receiver<Input>) {
     }
 }
 
-fn invalid(message: impl Into<String>) -> RpcError {
-    RpcError::invalid_params().with_message(message.into())
-}
-
-fn internal(message: impl std::fmt::Display) -> RpcError {
-    RpcError::internal_error().with_message(message.to_string())
-}
-
 fn busy(what: &str) -> RpcError {
     RpcError::from_code(RpcCode::RATE_LIMITED).with_message(format!("Rate Limited: {what}"))
 }
@@ -594,9 +592,7 @@ fn session_of(principal: &Principal) -> Option<String> {
 
 impl Shared {
     fn count(&self, what: &'static str) {
-        if let Ok(mut c) = self.counters.lock() {
-            *c.entry(what).or_default() += 1;
-        }
+        self.counters.count(what);
     }
 
     fn peer_key(p: &str) -> Option<[u8; 32]> {
@@ -651,7 +647,7 @@ impl Shared {
             "channels": channels,
             "openChannels": open,
             "settlements": self.settlements.lock().map_or(0, |s| s.len()),
-            "counters": self.counters.lock().map(|c| c.iter().map(|(k, v)| ((*k).to_owned(), json!(v))).collect::<serde_json::Map<_, _>>()).unwrap_or_default(),
+            "counters": self.counters.json(),
         })
     }
 
@@ -1571,22 +1567,15 @@ impl Shared {
             .parse()
             .map_err(|_| invalid(format!("{peer:?} is not a PeerId")))?;
         let data = serde_json::to_vec(request).map_err(internal)?;
-        let (reply, answer) = oneshot::channel();
-        self.mesh
-            .send(mesh::Command::SendDirect {
-                proto: mesh::Proto::Payments,
-                peer: target,
-                data,
-                reply,
-            })
+        match self
+            .link
+            .request(target, data, self.settings.peer_timeout)
             .await
-            .map_err(|_| internal("the node is shutting down"))?;
-        match tokio::time::timeout(self.settings.peer_timeout, answer).await {
-            Ok(Ok(Ok(bytes))) => serde_json::from_slice(&bytes)
+        {
+            Ok(bytes) => serde_json::from_slice(&bytes)
                 .map_err(|e| peer_unavailable(peer, &format!("bad answer: {e}"))),
-            Ok(Ok(Err(e))) => Err(peer_unavailable(peer, &e)),
-            Ok(Err(_)) => Err(peer_unavailable(peer, "the request was dropped")),
-            Err(_) => Err(peer_unavailable(peer, "no answer in time")),
+            Err(e @ Unanswered::ShuttingDown) => Err(internal(e)),
+            Err(Unanswered::Failed(why)) => Err(peer_unavailable(peer, &why)),
         }
     }
 
@@ -1594,14 +1583,7 @@ impl Shared {
         let Ok(data) = serde_json::to_vec(response) else {
             return;
         };
-        let _ = self
-            .mesh
-            .send(mesh::Command::Respond {
-                proto: mesh::Proto::Payments,
-                channel,
-                data,
-            })
-            .await;
+        self.link.respond(channel, data).await;
     }
 
     async fn peer_request(self: &Arc<Self>, peer: &PeerId, data: &[u8]) -> PayResponse {
