@@ -6,8 +6,7 @@
 //! |---|---|
 //! | this one | the task, sessions and their persistence, the call dispatch |
 //! | [`cards`] | the node's own card (gossip heartbeats, DHT record, provider records), cards of others (gossip, DHT records held for the network, persistence) |
-//! | [`discover`] | `tool.discover` over the local registry, then the DHT, then a gossip ask |
-//! | [`invoke`] | `tool.invoke` of local and remote tools, and node-to-node requests |
+//! | [`tool`] | the Tool primitive's calls that cross the mesh (spec §4.3): `tool.discover` (local registry, DHT, gossip ask) and `tool.invoke` (local and remote tools, node-to-node requests) |
 //! | [`gate`] | the inline check of every `hyperspace/…` gossip message, in the mesh task |
 //! | [`guard`] | `guard.validate` and `guard.checkSafety`, run on a bounded pool of worker threads within a time budget, never on this task |
 //! | [`memory`] | the Memory primitive (`memory.*`): a task of its own, its redb table, its worker pool |
@@ -35,15 +34,14 @@
 //! the token stops working when the session ends or is evicted.
 
 mod cards;
-mod discover;
 mod gate;
 mod guard;
 pub mod improving;
-mod invoke;
 pub mod learning;
 pub mod memory;
 pub mod payments;
 mod service;
+mod tool;
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
@@ -68,8 +66,8 @@ use crate::routes::{self, CallRoute, Delivery, EventKey, EventRoute, Sink};
 use crate::store::{Store, StoreError};
 
 pub use cards::HeldRecord;
-pub use discover::PendingDiscover;
 pub use guard::LongCallSettings;
+pub use tool::discover::PendingDiscover;
 
 /// Gossip topic prefix of Hyperspace.
 pub const TOPIC_PREFIX: &str = agora_hyperspace::topic::PREFIX;
