@@ -6,6 +6,7 @@
 //! |---|---|
 //! | this one | the task, sessions and their persistence, the call dispatch |
 //! | [`cards`] | the node's own card (gossip heartbeats, DHT record, provider records), cards of others (gossip, DHT records held for the network, persistence) |
+//! | [`state`] | sessions (spec §4.1): who may call what, session tokens, each session's snapshot (with its budget and trace) in redb |
 //! | [`tool`] | the Tool primitive's calls that cross the mesh (spec §4.3): `tool.discover` (local registry, DHT, gossip ask) and `tool.invoke` (local and remote tools, node-to-node requests) |
 //! | [`gate`] | the inline check of every `hyperspace/…` gossip message, in the mesh task |
 //! | [`guard`] | `guard.validate` and `guard.checkSafety`, run on a bounded pool of worker threads within a time budget, never on this task |
@@ -41,6 +42,7 @@ pub mod learning;
 pub mod memory;
 pub mod payments;
 mod service;
+mod state;
 mod tool;
 
 use std::collections::{BTreeSet, HashMap};
@@ -67,6 +69,8 @@ use crate::store::{Store, StoreError};
 
 pub use cards::HeldRecord;
 pub use guard::LongCallSettings;
+use state::{MUTATING, authorize, caller_of, session_id_param};
+pub use state::{Snapshot, restore_tokens};
 pub use tool::discover::PendingDiscover;
 
 /// Gossip topic prefix of Hyperspace.
@@ -201,19 +205,6 @@ fn owner_of(conn: u64) -> String {
     format!("rpc-conn-{conn}")
 }
 
-/// What is stored per session: the session and the guard and recursion state tied to it.
-#[derive(Debug, serde::Serialize, serde::Deserialize)]
-pub struct Snapshot {
-    /// The session.
-    pub session: Session,
-    /// Its budget, once it has one.
-    pub budget: Option<Budget>,
-    /// Its recursion trace, once it has one.
-    pub trace: Option<RecursionTrace>,
-    /// Its session token, while the session is live.
-    pub token: Option<String>,
-}
-
 struct Service {
     sessions: Sessions,
     guard: Guard,
@@ -300,75 +291,6 @@ fn random_hex(bytes: usize) -> String {
         }
     }
     b.iter().map(|x| format!("{x:02x}")).collect()
-}
-
-/// Methods that change a session's stored snapshot (everything else only reads it).
-const MUTATING: [&str; 7] = [
-    hs_state::CREATE_SESSION,
-    hs_state::SET_STATE,
-    hs_state::END_SESSION,
-    hs_state::RECORD_EPISODE,
-    hs_guard::CONSUME_BUDGET,
-    hs_recursive::TRACK,
-    hs_recursive::SET_MAX_DEPTH,
-];
-
-/// Session-less methods a session token may call.
-const SESSIONLESS: [&str; 3] = [
-    hs_guard::VALIDATE,
-    hs_guard::CHECK_SAFETY,
-    hs_guard::CHECK_RATE_LIMIT,
-];
-
-fn session_id_param(params: Option<&Value>) -> Option<&str> {
-    match params? {
-        Value::Object(m) => m.get("sessionId")?.as_str(),
-        Value::Array(a) => a.first()?.as_str(),
-        _ => None,
-    }
-}
-
-/// Whether `principal` may call `method`: an API-key (or loopback) client may call anything; a
-/// session token only the state, guard and recursive methods of its own session and the
-/// session-less guard methods.
-fn authorize(principal: &Principal, method: &str, params: Option<&Value>) -> Result<(), RpcError> {
-    let Principal::Session(own) = principal else {
-        return Ok(());
-    };
-    let allowed = SESSIONLESS.contains(&method)
-        || (["state.", "guard.", "recursive."]
-            .iter()
-            .any(|p| method.starts_with(p))
-            && method != hs_state::CREATE_SESSION
-            && session_id_param(params) == Some(own.as_str()));
-    if allowed {
-        Ok(())
-    } else {
-        Err(RpcError::invalid_request()
-            .with_message("session token does not grant this call")
-            .with_data(serde_json::json!({ "sessionId": own, "method": method })))
-    }
-}
-
-/// The namespace of `principal`'s `guard.checkRateLimit` keys.
-fn caller_of(principal: &Principal) -> Caller<'_> {
-    match principal {
-        Principal::Session(id) => Caller::Session(id),
-        Principal::ApiKey | Principal::Local => Caller::Node,
-    }
-}
-
-/// Puts the session tokens of stored sessions back into `tokens`. Called before the JSON-RPC face
-/// serves, so that a token valid before a restart is never refused while the service starts.
-pub fn restore_tokens(tokens: &Mutex<HashMap<String, String>>, snapshots: &[Snapshot]) {
-    let Ok(mut tokens) = tokens.lock() else {
-        return;
-    };
-    for snap in snapshots {
-        if let Some(tok) = &snap.token {
-            tokens.insert(tok.clone(), snap.session.session_id.clone());
-        }
-    }
 }
 
 impl Restored {
@@ -615,21 +537,6 @@ impl Service {
         }
     }
 
-    /// Puts the stored sessions back (their tokens are put back by [`restore_tokens`] before the
-    /// JSON-RPC face opens).
-    fn restore(&mut self, snapshots: Vec<Snapshot>) {
-        for snap in snapshots {
-            let id = snap.session.session_id.clone();
-            if let Some(b) = snap.budget {
-                self.guard.insert_budget(id.clone(), b);
-            }
-            if let Some(t) = snap.trace {
-                self.recursive.insert_trace(id.clone(), t);
-            }
-            self.sessions.insert(snap.session);
-        }
-    }
-
     async fn call(
         &mut self,
         principal: &Principal,
@@ -728,36 +635,6 @@ impl Service {
             },
             reply,
         );
-    }
-
-    fn forget_tokens(&self, session_id: &str) {
-        if let Ok(mut t) = self.tokens.lock() {
-            t.retain(|_, s| s != session_id);
-        }
-    }
-
-    /// Writes the session's snapshot; the reply waits until it is durable.
-    async fn persist(&mut self, session_id: &str) -> Result<(), RpcError> {
-        let Some(session) = self.sessions.session(session_id) else {
-            return Ok(());
-        };
-        let token = self.tokens.lock().ok().and_then(|t| {
-            t.iter()
-                .find(|(_, s)| s.as_str() == session_id)
-                .map(|(tok, _)| tok.clone())
-        });
-        let snapshot = Snapshot {
-            session: session.clone(),
-            budget: self.guard.budget(session_id).cloned(),
-            trace: self.recursive.trace(session_id).cloned(),
-            token,
-        };
-        let json = serde_json::to_string(&snapshot)
-            .map_err(|e| RpcError::internal_error().with_message(e.to_string()))?;
-        self.store
-            .put_hs_session(session_id, &json)
-            .await
-            .map_err(|e| RpcError::internal_error().with_message(format!("storage: {e}")))
     }
 }
 

@@ -109,9 +109,11 @@ fn to_value(found: &ToolsResult) -> Result<Value, RpcError> {
 impl Service {
     /// `tool.discover`: tier 1 here, tiers 2 and 3 off the service task.
     pub(in crate::hyperspace) async fn discover(&mut self, call: Call) {
-        if let Err(e) =
-            crate::hyperspace::authorize(&call.principal, DISCOVER, call.request.params.as_ref())
-        {
+        if let Err(e) = crate::hyperspace::state::authorize(
+            &call.principal,
+            DISCOVER,
+            call.request.params.as_ref(),
+        ) {
             let _ = call.reply.send(Err(e));
             return;
         }

@@ -147,9 +147,11 @@ impl Service {
     /// `tool.invoke` from a client: resolves where the tool lives and asks its provider, off
     /// the service task.
     pub(in crate::hyperspace) fn invoke(&mut self, call: Call) {
-        if let Err(e) =
-            crate::hyperspace::authorize(&call.principal, INVOKE, call.request.params.as_ref())
-        {
+        if let Err(e) = crate::hyperspace::state::authorize(
+            &call.principal,
+            INVOKE,
+            call.request.params.as_ref(),
+        ) {
             let _ = call.reply.send(Err(e));
             return;
         }
