@@ -232,6 +232,9 @@ impl std::fmt::Debug for Store {
     }
 }
 
+/// Rows of a table of JSON values, by key.
+type Rows = Vec<(String, String)>;
+
 impl Store {
     /// Opens the store off the async threads ([`Store::open`] on a blocking thread).
     pub async fn open_async(dir: &Path) -> Result<Self, StoreError> {
@@ -261,7 +264,7 @@ impl Store {
     /// Reads stored JSON rows and parses them, skipping (and logging) unreadable ones.
     pub async fn read_json<T: serde::de::DeserializeOwned>(
         &self,
-        read: fn(&Self) -> Result<Vec<(String, String)>, StoreError>,
+        read: fn(&Self) -> Result<Rows, StoreError>,
         what: &str,
     ) -> Result<Vec<T>, StoreError> {
         let rows = self.read(read).await?;
