@@ -8,10 +8,10 @@
 //! | layer | module | owns |
 //! |---|---|---|
 //! | mesh | [`mesh`] | the libp2p swarm and its task; its parts as files: `swarm` (building it), `join` (bootstrap with backoff), `codec` (request-response bytes), [`mesh::frames`] (gossipsub's inbound reader), [`mesh::gated`] (wake-gated handlers), [`mesh::pings`], [`mesh::connmgr`] (the connection manager), [`mesh::muxer`] (splitting large RPCs), [`mesh::topics`] (the topic budget) |
-//! | faces | [`faces`] | how agents, tools and operators reach the node: the serving layer, the AGH WebSocket, the HTTP API (dashboard, `/metrics`), JSON-RPC, the AGTP listener, TLS and client, the NATS bridge |
+//! | faces | [`faces`] | how agents, tools and operators reach the node: the serving layer, the AGH WebSocket, the HTTP API (dashboard, `/metrics`), JSON-RPC, the AGTP listener, TLS and client, the NATS bridge, and serving them all ([`faces::serving`]) |
 //! | services | [`agh`] | the AGH service task (router, presence, lifecycle, delivery) |
 //! | | [`ans`] | the Agent Name Service (DISCOVER, DESCRIBE, lifecycle, index, refresh, federation) |
-//! | | [`hyperspace`] | the Hyperspace service task and one folder per primitive task (memory, learning, improving, payments) |
+//! | | [`hyperspace`] | the Hyperspace service task (state, guard, recursive, tool; `state`, `guard`, `tool/`), one folder per primitive task (memory, learning, improving, payments), and their shared skeleton (`service`) |
 //! | | [`call`] | a JSON-RPC call as a face hands it to a service |
 //! | | [`routes`] | the routers: calls by method prefix, mesh events by topic, protocol or kind, to the service that declares them |
 //! | infrastructure | [`config`] | defaults, `agora.toml`, `AGORA_*` variables, flags |

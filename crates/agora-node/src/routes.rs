@@ -94,6 +94,23 @@ pub struct CallRoute {
     pub sink: Sink<Call>,
 }
 
+impl CallRoute {
+    /// The calls with `prefixes`, served as `methods`, handed to `tx` as `wrap(call)` (waiting
+    /// for room in its queue).
+    pub fn new<I: Send + 'static>(
+        prefixes: &'static [&'static str],
+        methods: &'static [&'static [&'static str]],
+        tx: &mpsc::Sender<I>,
+        wrap: fn(Call) -> I,
+    ) -> Self {
+        Self {
+            prefixes,
+            methods,
+            sink: Sink::new(tx.clone(), Delivery::Wait, move |c| Some(wrap(c))),
+        }
+    }
+}
+
 /// Routes each JSON-RPC call to the service that owns its method's prefix.
 #[derive(Debug)]
 pub struct CallRouter {

@@ -4,12 +4,12 @@
 //!
 //! | module | owns |
 //! |---|---|
-//! | this one | the task, sessions and their persistence, the call dispatch |
+//! | this one | the task (state, guard, recursive, tool share it), its inputs, wiring, `start`, routes and call dispatch |
 //! | [`cards`] | the node's own card (gossip heartbeats, DHT record, provider records), cards of others (gossip, DHT records held for the network, persistence) |
 //! | [`state`] | sessions (spec §4.1): who may call what, session tokens, each session's snapshot (with its budget and trace) in redb |
 //! | [`tool`] | the Tool primitive's calls that cross the mesh (spec §4.3): `tool.discover` (local registry, DHT, gossip ask) and `tool.invoke` (local and remote tools, node-to-node requests) |
 //! | [`gate`] | the inline check of every `hyperspace/…` gossip message, in the mesh task |
-//! | [`guard`] | `guard.validate` and `guard.checkSafety`, run on a bounded pool of worker threads within a time budget, never on this task |
+//! | [`guard`] | (spec §4.2) `guard.validate` and `guard.checkSafety`, run on a bounded pool of worker threads within a time budget, never on this task |
 //! | [`memory`] | the Memory primitive (`memory.*`): a task of its own, its redb table, its worker pool |
 //! | [`learning`] | the Learning primitive (`learning.*`): a task of its own, its redb tables, its worker pool |
 //! | [`improving`] | the Self-Improving primitive (`improving.*`, `selfImproving.*`): a task of its own, its redb tables, its worker pool, the trajectory and reputation topics, gossipsub application scores |
@@ -56,15 +56,13 @@ use agora_hyperspace::recursive::{self as hs_recursive, RecursionTrace, Recursiv
 use agora_hyperspace::state::{self as hs_state, Session, Sessions};
 use agora_hyperspace::tool::{self as hs_tool, LocalTool, ToolRegistry};
 use ed25519_dalek::SigningKey;
-use libp2p::PeerId;
-use libp2p::request_response::ResponseChannel;
 use serde_json::Value;
 use tokio::sync::mpsc;
 
 use crate::call::{Call, Principal};
 use crate::faces::rpc::Links;
 use crate::mesh;
-use crate::routes::{self, CallRoute, Delivery, EventKey, EventRoute, Sink};
+use crate::routes::{self, CallRoute, Delivery, EventKey, EventRoute};
 use crate::store::{Store, StoreError};
 
 pub use cards::HeldRecord;
@@ -105,14 +103,7 @@ pub enum Input {
         success: bool,
     },
     /// A node-to-node request (`/agora/hyperspace/1.0.0`).
-    Peer {
-        /// The requesting node.
-        peer: PeerId,
-        /// The request's bytes.
-        data: Vec<u8>,
-        /// Where the response goes.
-        channel: ResponseChannel<Vec<u8>>,
-    },
+    Peer(routes::Request),
     /// Another node asks us to hold a DHT record.
     RecordOffered {
         /// Key.
@@ -140,16 +131,17 @@ pub enum Input {
 /// The calls this service answers: every call no other service's prefix claims (state, guard,
 /// recursive, tool; an unknown method is answered −32601 here).
 pub fn call_route(tx: &mpsc::Sender<Input>) -> CallRoute {
-    CallRoute {
-        prefixes: &["state.", "guard.", "recursive.", "tool."],
-        methods: &[
+    CallRoute::new(
+        &["state.", "guard.", "recursive.", "tool."],
+        &[
             &hs_state::METHODS,
             &hs_guard::METHODS,
             &hs_recursive::METHODS,
             &hs_tool::METHODS,
         ],
-        sink: Sink::new(tx.clone(), Delivery::Wait, |c| Some(Input::Call(c))),
-    }
+        tx,
+        Input::Call,
+    )
 }
 
 /// The mesh events this service owns: `hyperspace/…` gossip that waits for a verdict (gossip
@@ -170,13 +162,7 @@ pub fn event_routes(tx: &mpsc::Sender<Input>) -> Vec<EventRoute> {
             EventKey::Proto(mesh::Proto::Hyperspace),
             tx,
             Delivery::Wait,
-            |e| {
-                routes::request(e).map(|r| Input::Peer {
-                    peer: r.peer,
-                    data: r.data,
-                    channel: r.channel,
-                })
-            },
+            |e| routes::request(e).map(Input::Peer),
         ),
         EventRoute::new(EventKey::RecordOffered, tx, Delivery::Wait, |e| match e {
             mesh::Event::RecordOffered { key, value } => Some(Input::RecordOffered { key, value }),
@@ -485,11 +471,11 @@ impl Service {
                 }
             }
             Input::Gossip(check) => self.gossip(check).await,
-            Input::Peer {
+            Input::Peer(routes::Request {
                 peer,
                 data,
                 channel,
-            } => self.peer_request(peer, &data, channel).await,
+            }) => self.peer_request(peer, &data, channel).await,
             Input::RecordOffered { key, value } => self.record_offered(&key, value).await,
             Input::Subscribed(topic) => self.subscribed(&topic).await,
             Input::Learned { records, discover } => self.learned(&records, discover).await,

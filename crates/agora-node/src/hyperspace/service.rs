@@ -1,7 +1,9 @@
 //! The skeleton the primitive services share (memory, learning, improving, payments; Hyperspace
 //! spec §4): each runs one task built `start → prepare → run(Receiver<Input>)` whose input has
-//! the same shape — `Call` (a JSON-RPC call), `Peer { peer, data, channel }` (a node-to-node
-//! request on the service's protocol), `Status` (its `/status` section) — plus what is its own.
+//! the same shape — `Call` (a JSON-RPC call), `Peer(Request)` (a node-to-node request on the
+//! service's protocol, [`crate::routes::Request`]: `peer`, `data`, `channel`), `Status` (its
+//! `/status` section) — plus what is its own; its `call_route` and `event_routes` declare what
+//! the routers hand it ([`crate::routes`]).
 //! This module holds what they would otherwise each write out: answering a call on a task of its
 //! own within an in-flight bound ([`spawn_call`]), the error mapping ([`internal`], [`invalid`]),
 //! requests and responses over the mesh on the service's protocol ([`PeerLink`]) and the

@@ -72,7 +72,7 @@ use super::{now_ms, random_hex};
 use crate::call::Call;
 use crate::config::Config;
 use crate::mesh;
-use crate::routes::{self, CallRoute, Delivery, EventKey, EventRoute, Sink};
+use crate::routes::{self, CallRoute, Delivery, EventKey, EventRoute};
 use crate::store::Store;
 
 /// Calls handled at once; beyond, −32003.
@@ -160,11 +160,12 @@ pub enum Input {
 
 /// The calls this service answers (`improving.*` and their `selfImproving.*` aliases).
 pub fn call_route(tx: &mpsc::Sender<Input>) -> CallRoute {
-    CallRoute {
-        prefixes: &["improving.", "selfImproving."],
-        methods: &[&methods::METHODS, &methods::ALIASES],
-        sink: Sink::new(tx.clone(), Delivery::Wait, |c| Some(Input::Call(c))),
-    }
+    CallRoute::new(
+        &["improving.", "selfImproving."],
+        &[&methods::METHODS, &methods::ALIASES],
+        tx,
+        Input::Call,
+    )
 }
 
 /// The mesh events this service owns: trajectories (each waits for this service's verdict) and

@@ -54,7 +54,7 @@ use super::now_ms;
 use super::service::{internal, spawn_call};
 use crate::call::{Call, Principal};
 use crate::config::Config;
-use crate::routes::{CallRoute, Delivery, Sink};
+use crate::routes::CallRoute;
 use crate::store::Store;
 
 /// Calls handled at once; beyond, −32003.
@@ -117,11 +117,7 @@ pub enum Input {
 
 /// The calls this service answers (`learning.*`).
 pub fn call_route(tx: &mpsc::Sender<Input>) -> CallRoute {
-    CallRoute {
-        prefixes: &["learning."],
-        methods: &[&methods::METHODS],
-        sink: Sink::new(tx.clone(), Delivery::Wait, |c| Some(Input::Call(c))),
-    }
+    CallRoute::new(&["learning."], &[&methods::METHODS], tx, Input::Call)
 }
 
 /// cl100k BPE as a token counter.

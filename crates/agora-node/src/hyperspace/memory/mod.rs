@@ -89,7 +89,7 @@ use super::{now_ms, random_hex};
 use crate::call::{Call, Principal};
 use crate::config::Config;
 use crate::mesh;
-use crate::routes::{self, CallRoute, Delivery, EventKey, EventRoute, Sink};
+use crate::routes::{self, CallRoute, Delivery, EventKey, EventRoute};
 use crate::store::Store;
 
 /// The gossip topic of memory synchronisation (spec §2.1).
@@ -171,37 +171,16 @@ pub enum Input {
     /// A `memory.*` JSON-RPC call.
     Call(Call),
     /// A node-to-node request on `/agora/memory/1.0.0`.
-    Peer {
-        /// The requesting node.
-        peer: PeerId,
-        /// The request's bytes.
-        data: Vec<u8>,
-        /// Where the response goes.
-        channel: ResponseChannel<Vec<u8>>,
-    },
+    Peer(routes::Request),
     /// A verified envelope from the sync topic.
     Gossip(Vec<u8>),
     /// Report the service's state (`/status` `memory`).
     Status(oneshot::Sender<Value>),
 }
 
-impl Input {
-    fn peer(r: routes::Request) -> Self {
-        Self::Peer {
-            peer: r.peer,
-            data: r.data,
-            channel: r.channel,
-        }
-    }
-}
-
 /// The calls this service answers (`memory.*`).
 pub fn call_route(tx: &mpsc::Sender<Input>) -> CallRoute {
-    CallRoute {
-        prefixes: &["memory."],
-        methods: &[&methods::METHODS],
-        sink: Sink::new(tx.clone(), Delivery::Wait, |c| Some(Input::Call(c))),
-    }
+    CallRoute::new(&["memory."], &[&methods::METHODS], tx, Input::Call)
 }
 
 /// The mesh events this service owns: the sync topic (a full queue loses a sync message, which
@@ -218,7 +197,7 @@ pub fn event_routes(tx: &mpsc::Sender<Input>) -> Vec<EventRoute> {
             EventKey::Proto(mesh::Proto::Memory),
             tx,
             Delivery::Wait,
-            |e| routes::request(e).map(Input::peer),
+            |e| routes::request(e).map(Input::Peer),
         ),
     ]
 }
@@ -520,11 +499,11 @@ pub async fn run(prepared: Prepared, mut inputs: mpsc::Receiver<Input>) {
                     async move |who, method, params| s.call(&who, &method, Some(&params)).await,
                 );
             }
-            Input::Peer {
+            Input::Peer(routes::Request {
                 peer,
                 data,
                 channel,
-            } => {
+            }) => {
                 let now = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
                 let refused = match peer_rates.check(&peer.to_string(), now) {
                     Decision::Allowed => None,

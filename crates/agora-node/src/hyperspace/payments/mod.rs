@@ -66,7 +66,7 @@ use super::{now_ms, random_hex};
 use crate::call::{Call, Principal};
 use crate::config::Config;
 use crate::mesh;
-use crate::routes::{self, CallRoute, Delivery, EventKey, EventRoute, Sink};
+use crate::routes::{self, CallRoute, Delivery, EventKey, EventRoute};
 use crate::store::{PayTable, Store};
 
 /// Calls in flight at once; past it −32003.
@@ -118,14 +118,7 @@ pub enum Input {
     /// A `micropayments.*` call.
     Call(Call),
     /// A node-to-node request on `/agora/payments/1.0.0`.
-    Peer {
-        /// The requesting node.
-        peer: PeerId,
-        /// The request's bytes.
-        data: Vec<u8>,
-        /// Where the response goes.
-        channel: ResponseChannel<Vec<u8>>,
-    },
+    Peer(routes::Request),
     /// A settlement envelope (verified by the gate) from a settlement topic.
     Settlement(Vec<u8>),
     /// The settlement log (`GET /hyperspace/settlements`).
@@ -136,23 +129,9 @@ pub enum Input {
     Status(oneshot::Sender<Value>),
 }
 
-impl Input {
-    fn peer(r: routes::Request) -> Self {
-        Self::Peer {
-            peer: r.peer,
-            data: r.data,
-            channel: r.channel,
-        }
-    }
-}
-
 /// The calls this service answers (`micropayments.*`).
 pub fn call_route(tx: &mpsc::Sender<Input>) -> CallRoute {
-    CallRoute {
-        prefixes: &["micropayments."],
-        methods: &[&methods::METHODS],
-        sink: Sink::new(tx.clone(), Delivery::Wait, |c| Some(Input::Call(c))),
-    }
+    CallRoute::new(&["micropayments."], &[&methods::METHODS], tx, Input::Call)
 }
 
 /// The mesh events this service owns: the settlement topics (a full queue loses a copy of a
@@ -169,7 +148,7 @@ pub fn event_routes(tx: &mpsc::Sender<Input>) -> Vec<EventRoute> {
             EventKey::Proto(mesh::Proto::Payments),
             tx,
             Delivery::Wait,
-            |e| routes::request(e).map(Input::peer),
+            |e| routes::request(e).map(Input::Peer),
         ),
     ]
 }
@@ -450,11 +429,11 @@ pub async fn run(prepared: Prepared, mut inputs: mpsc::Receiver<Input>) {
                     async move |who, method, params| s.call(&who, &method, &params).await,
                 );
             }
-            Input::Peer {
+            Input::Peer(routes::Request {
                 peer,
                 data,
                 channel,
-            } => {
+            }) => {
                 let s = Arc::clone(&shared);
                 let permit = Arc::clone(&shared.peer_slots).try_acquire_owned();
                 tokio::spawn(async move {
