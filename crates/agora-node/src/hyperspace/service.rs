@@ -12,8 +12,8 @@
 //! The Hyperspace service (state, guard, recursive, tool: `super`) keeps its own loop: its
 //! primitives share one state (sessions, their budgets and traces, the tool registry) that calls
 //! change in order on that task, so its calls are not spawned; its long guard calls go to the
-//! worker pool in [`super::guard`], and it answers requests with the card records of
-//! [`super::cards`].
+//! worker pool in [`super::guard`], and its node-to-node requests (`/agora/hyperspace/1.0.0`)
+//! are answered in `tool::invoke`.
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
