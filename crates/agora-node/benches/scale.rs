@@ -5,7 +5,7 @@
 //! - **agora**: each node is the node's own pieces wired as `agora_node::run_until` wires them:
 //!   a redb store in its own temporary directory, `mesh::start` + `mesh::run` (heartbeat 500 ms,
 //!   the default connection manager limits) with the node's `GossipGate` inline on `hyperspace/…`,
-//!   the Hyperspace service `hyperspace::run`, and `route_mesh_events` between them (what it hands
+//!   the Hyperspace service `hyperspace::run`, and the mesh-event router (`routes::EventRouter`) between them (what it hands
 //!   the AGH service is drained; the first listen address is taken from there, as the node
 //!   does). Every node registers one tool (`tool.register` through the service's input, the call
 //!   the JSON-RPC face makes; capability = one of the task types, in turn), so it announces a
@@ -90,6 +90,7 @@ use agora_node::faces::rpc;
 use agora_node::hyperspace::{self, Input};
 use agora_node::mesh::connmgr::Limits;
 use agora_node::mesh::{self, Command};
+use agora_node::routes;
 use agora_node::store;
 use common::{
     Args, Net, Rng, RunOpts, SEED, cpu_time, envelope, keypair, latencies, ms, open_fds,
@@ -239,7 +240,7 @@ async fn start_agora(
             store,
             Arc::new(Mutex::new(HashMap::new())),
             hyperspace::Restored::default(),
-            hyperspace::HsWiring {
+            hyperspace::Parts {
                 peer_id,
                 key: agora_node::keys::signing_key(&keys).expect("ed25519 key"),
                 links: rpc::Links::default(),
@@ -252,12 +253,13 @@ async fn start_agora(
                 wallet_address: None,
             },
         ));
-        let router = tokio::spawn(agora_node::route_mesh_events(
-            events_rx,
-            agh_tx,
-            hs_tx.clone(),
-            agora_node::Services::default(),
-        ));
+        let router = tokio::spawn(
+            routes::EventRouter::new(
+                hyperspace::event_routes(&hs_tx),
+                routes::Sink::new(agh_tx, routes::Delivery::Wait, Some),
+            )
+            .run(events_rx),
+        );
         // What the router hands the AGH service: only the first listen address is wanted.
         let (listening_tx, listening) = oneshot::channel();
         let agh = tokio::spawn(async move {

@@ -8,20 +8,21 @@
 //! | layer | module | owns |
 //! |---|---|---|
 //! | mesh | [`mesh`] | the libp2p swarm and its task; its parts as files: `swarm` (building it), `join` (bootstrap with backoff), `codec` (request-response bytes), [`mesh::frames`] (gossipsub's inbound reader), [`mesh::gated`] (wake-gated handlers), [`mesh::pings`], [`mesh::connmgr`] (the connection manager), [`mesh::muxer`] (splitting large RPCs), [`mesh::topics`] (the topic budget) |
-//! | faces | [`faces`] | how agents, tools and operators reach the node: the serving layer, the AGH WebSocket, the HTTP API (dashboard, `/metrics`), JSON-RPC, the AGTP listener, TLS and client, the NATS bridge |
+//! | faces | [`faces`] | how agents, tools and operators reach the node: the serving layer, the AGH WebSocket, the HTTP API (dashboard, `/metrics`), JSON-RPC, the AGTP listener, TLS and client, the NATS bridge, and serving them all ([`faces::serving`]) |
 //! | services | [`agh`] | the AGH service task (router, presence, lifecycle, delivery) |
 //! | | [`ans`] | the Agent Name Service (DISCOVER, DESCRIBE, lifecycle, index, refresh, federation) |
-//! | | [`hyperspace`] | the Hyperspace service task and one folder per primitive task (memory, learning, improving, payments) |
+//! | | [`hyperspace`] | the Hyperspace service task (state, guard, recursive, tool; `state`, `guard`, `tool/`), one folder per primitive task (memory, learning, improving, payments), and their shared skeleton (`service`) |
 //! | | [`call`] | a JSON-RPC call as a face hands it to a service |
+//! | | [`routes`] | the routers: calls by method prefix, mesh events by topic, protocol or kind, to the service that declares them |
 //! | infrastructure | [`config`] | defaults, `agora.toml`, `AGORA_*` variables, flags |
 //! | | [`clock`] | the wall clock the services read for protocol timestamps |
 //! | | [`keys`] | the node's Ed25519 identity file |
 //! | | [`store`] | the redb database and its single writer thread |
 //! | | [`telemetry`] | the metrics registry and the recent connection events |
 //!
-//! The mesh reports to one router task ([`route_mesh_events`]) that hands Hyperspace traffic
-//! (its gossip topics, `/agora/hyperspace/1.0.0` requests, DHT records offered to us, subscriptions
-//! to capabilities topics) to the Hyperspace service and everything else to the AGH service.
+//! The mesh reports to one router ([`routes::EventRouter`]) that hands each event to the service
+//! whose entry claims it (by topic, protocol or kind; each service declares its entries), the
+//! rest to the AGH service; JSON-RPC calls go through [`routes::CallRouter`], by method prefix.
 
 pub mod agh;
 pub mod ans;
@@ -32,17 +33,15 @@ pub mod faces;
 pub mod hyperspace;
 pub mod keys;
 pub mod mesh;
+pub mod routes;
 pub mod store;
 pub mod telemetry;
 
-use std::collections::HashMap;
 use std::io::Write;
 use std::sync::Arc;
 use std::sync::atomic::AtomicU64;
 use std::time::{Duration, Instant};
 
-use agora_agh::{Catalog, ValidationPolicy};
-use tokio::net::TcpListener;
 use tokio::sync::mpsc;
 
 pub use config::Config;
@@ -81,15 +80,8 @@ pub enum NodeError {
     #[error("memory: {0}")]
     Memory(String),
     /// A listener could not be bound or failed.
-    #[error("{face} listener on {addr}: {source}")]
-    Listen {
-        /// Face name.
-        face: &'static str,
-        /// Address.
-        addr: std::net::SocketAddr,
-        /// Cause.
-        source: std::io::Error,
-    },
+    #[error(transparent)]
+    Listen(#[from] faces::serving::ListenError),
 }
 
 /// Prints the stable `listening on <face> <addr>` line and flushes, so that scripts reading a
@@ -101,360 +93,101 @@ fn announce(face: &str, addr: &str, tls: bool) {
     tracing::info!(face, addr, tls, "listening");
 }
 
-async fn bind(face: &'static str, addr: std::net::SocketAddr) -> Result<TcpListener, NodeError> {
-    TcpListener::bind(addr)
-        .await
-        .map_err(|source| NodeError::Listen { face, addr, source })
-}
-
 /// Runs a node until SIGINT or SIGTERM.
 pub async fn run(config: Config) -> Result<(), NodeError> {
     run_until(config, shutdown_signal()).await
 }
 
-/// Runs a node until `shutdown` completes.
+/// Runs a node until `shutdown` completes: the store, the mesh, each service, the routers
+/// between them, then the faces.
 pub async fn run_until(
     config: Config,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<(), NodeError> {
+    use hyperspace::{improving, learning, memory, payments};
     let started = Instant::now();
     // Nothing is created (key, database, listeners) for a configuration that cannot run.
     config.validate()?;
     let keypair = keys::load_or_create(&config.data)?;
-    let data = config.data.clone();
-    let store = tokio::task::spawn_blocking(move || store::Store::open(&data))
-        .await
-        .map_err(|e| store::StoreError::Db {
-            path: config.data.clone(),
-            message: e.to_string(),
-        })??;
-    let catalogs = load_catalogs(&store).await?;
-    let interactions = load_interactions(&store).await?;
-
+    let store = store::Store::open_async(&config.data).await?;
     let telemetry = Arc::new(telemetry::Telemetry::new());
     store.observe_commits(telemetry.store_commit.clone());
-    let mesh = mesh::start(
-        &keypair,
-        &mesh::MeshConfig {
-            listen: config.p2p_listen.clone(),
-            bootstrap: config.bootstrap.clone(),
-            heartbeat: Duration::from_millis(500),
-            limits: config.peers,
-            validators: vec![(
-                hyperspace::TOPIC_PREFIX.to_owned(),
-                Arc::new(hyperspace::GossipGate::new()),
-            )],
-            budget: mesh::topics::Budget::default(),
-            telemetry: Arc::clone(&telemetry),
-        },
-    )?;
+    let mesh = mesh::start(&keypair, &mesh_config(&config, &telemetry))?;
+    let peer_id = mesh.peer_id().to_string();
     let (mesh_tx, mesh_rx) = mpsc::channel(4096);
     let (events_tx, events_rx) = mpsc::channel(4096);
-    let (agh_events_tx, agh_events_rx) = mpsc::channel(4096);
-    let (agh_tx, agh_rx) = mpsc::channel(4096);
-    let (listening_tx, mut listening_rx) = mpsc::channel(16);
-
-    let agh_listener = bind("agh", config.agh_listen).await?;
-    let http_listener = bind("http", config.http_listen).await?;
-    let rpc_listener = bind("rpc", config.rpc_listen).await?;
-    let agtp_listener = bind("agtp", config.agtp_listen).await?;
-    let agtp_face = {
-        let (c, s) = (config.clone(), store.clone());
-        tokio::task::spawn_blocking(move || faces::agtp::prepare(&c, s))
-            .await
-            .map_err(|e| NodeError::Agtp(e.to_string()))?
-            .map_err(NodeError::Agtp)?
-    };
-    let tokens = Arc::new(std::sync::Mutex::new(HashMap::new()));
-    let (hs_tx, hs_rx) = mpsc::channel(4096);
-    let restored = hyperspace::Restored {
-        snapshots: load_hs_sessions(&store).await?,
-        tools: load_hs_tools(&store).await?,
-        records: read_store(&store, store::Store::hs_records).await?,
-    };
-    hyperspace::restore_tokens(&tokens, &restored.snapshots);
-    let links = faces::rpc::Links::default();
-    let payments = {
-        let d = hyperspace::payments::PaymentSettings::default();
-        let settings = hyperspace::payments::PaymentSettings {
-            wallet_file: config
-                .payments
-                .wallet_key_file
-                .clone()
-                .unwrap_or_else(|| d.wallet_file.clone()),
-            challenge_ttl: config
-                .payments
-                .challenge_ttl_secs
-                .map_or(d.challenge_ttl, Duration::from_secs),
-            ..d
-        };
-        let wiring = hyperspace::payments::Wiring {
-            peer_id: mesh.peer_id().to_string(),
-            key: keys::signing_key(&keypair)?,
-            mesh: mesh_tx.clone(),
-        };
-        let (s, data) = (store.clone(), config.data.clone());
-        tokio::task::spawn_blocking(move || {
-            hyperspace::payments::prepare(&data, s, settings, wiring)
-        })
+    let (listening_tx, listening_rx) = mpsc::channel(16);
+    let listeners = faces::serving::Listeners::bind(&config).await?;
+    let agtp_face = faces::agtp::start(&config, store.clone())
         .await
-        .map_err(|e| NodeError::Payments(e.to_string()))?
-        .map_err(NodeError::Payments)?
+        .map_err(NodeError::Agtp)?;
+    let key = || keys::signing_key(&keypair);
+    let (pid, m) = (|| peer_id.clone(), || mesh_tx.clone());
+    let pay = payments::Wiring {
+        peer_id: pid(),
+        key: key()?,
+        mesh: m(),
     };
-    tracing::info!(wallet = payments.wallet_address(), "payments wallet");
-    let (pay_tx, pay_rx) = mpsc::channel(1024);
-    let hs_task = tokio::spawn(hyperspace::run(
-        store.clone(),
-        Arc::clone(&tokens),
-        restored,
-        hyperspace::HsWiring {
-            peer_id: mesh.peer_id().to_string(),
-            key: keys::signing_key(&keypair)?,
-            links: links.clone(),
-            mesh: mesh_tx.clone(),
-            inputs_tx: hs_tx.clone(),
-            inputs: hs_rx,
-            long_calls: hyperspace::LongCallSettings {
-                workers: config.rpc_guard_workers,
-                budget: config.rpc_guard_budget,
-                ..hyperspace::LongCallSettings::default()
-            },
-            payments: pay_tx.clone(),
-            wallet_address: Some(payments.wallet_address()),
+    let pay = (payments::start(&config, store.clone(), pay).await).map_err(NodeError::Payments)?;
+    let hs = hyperspace::Wiring {
+        peer_id: pid(),
+        key: key()?,
+        mesh: m(),
+        payments: pay.tx.clone(),
+        wallet_address: pay.wallet_address.clone(),
+        long_calls: hyperspace::LongCallSettings {
+            workers: config.rpc_guard_workers,
+            budget: config.rpc_guard_budget,
+            ..hyperspace::LongCallSettings::default()
         },
-    ));
-    let (mem_tx, mem_rx) = mpsc::channel(4096);
-    let memory = {
-        let data = config.data.clone();
-        let settings = hyperspace::memory::MemorySettings {
-            serve: config.memory.serve,
-            embedder: hyperspace::memory::EmbedderChoice::from_config(
-                &config.memory.embedder,
-                config.memory.endpoint.base_url.as_deref(),
-                config.memory.endpoint.model.as_deref(),
-                config.memory.endpoint.api_key.as_deref(),
-            )
-            .map_err(NodeError::Memory)?,
-            model_dir: agora_embed::model_dir(&config.data),
-            workers: config.memory.workers,
-            max_memories: config.memory.max_memories,
-            peer_rate: config.memory.peer_rate,
-            ..hyperspace::memory::MemorySettings::default()
-        };
-        let (s, pid, key, m) = (
-            store.clone(),
-            mesh.peer_id().to_string(),
-            keys::signing_key(&keypair)?,
-            mesh_tx.clone(),
-        );
-        tokio::task::spawn_blocking(move || {
-            hyperspace::memory::prepare(&data, s, settings, &pid, key, m)
-        })
-        .await
-        .map_err(|e| NodeError::Memory(e.to_string()))?
-        .map_err(NodeError::Memory)?
     };
-    let embedder = memory.embedder();
-    if embedder == agora_embed::Lexical::ID {
-        tracing::warn!(
-            "memory: no MiniLM model installed, embedding with the built-in lexical embedder \
-             (install the model with `agora memory install-model`)"
-        );
-    } else {
-        tracing::info!(embedder, "memory embedder");
-    }
-    let learning_embedder = memory.default_embedder();
-    tokio::spawn(hyperspace::memory::run(memory, mem_rx));
-    let (learn_tx, learn_rx) = mpsc::channel(1024);
-    let learning = {
-        let settings = hyperspace::learning::LearningSettings {
-            max_playbooks: config.learning.max_playbooks,
-            playbook: agora_hyperspace::learning::PlaybookLimits {
-                max_bullets: config.learning.max_bullets,
-                ..agora_hyperspace::learning::PlaybookLimits::default()
-            },
-            reflector: match config.learning.reflector.as_str() {
-                "openai" => {
-                    let e = &config.learning.endpoint;
-                    hyperspace::learning::ReflectorChoice::OpenAi(
-                        hyperspace::learning::ChatConfig {
-                            base_url: e.base_url.clone().unwrap_or_default(),
-                            model: e.model.clone().unwrap_or_default(),
-                            api_key: e.api_key.clone(),
-                            timeout: Duration::from_millis(config.learning.timeout_ms),
-                        },
-                    )
-                }
-                _ => hyperspace::learning::ReflectorChoice::Builtin,
-            },
-            ..hyperspace::learning::LearningSettings::default()
-        };
-        let (s, rt) = (store.clone(), tokio::runtime::Handle::current());
-        tokio::task::spawn_blocking(move || {
-            hyperspace::learning::prepare(s, settings, Some(learning_embedder), rt)
-        })
-        .await
-        .map_err(|e| NodeError::Learning(e.to_string()))?
-        .map_err(NodeError::Learning)?
+    let hs = hyperspace::start(store.clone(), hs).await?;
+    let mem = memory::Wiring {
+        peer_id: pid(),
+        key: key()?,
+        mesh: m(),
     };
-    tokio::spawn(hyperspace::learning::run(learning, learn_rx));
-    let (imp_tx, imp_rx) = mpsc::channel(1024);
-    let improving = {
-        let c = &config.improving;
-        let settings =
-            hyperspace::improving::ImprovingSettings {
-                share: c.share,
-                task_types: c.task_types.clone(),
-                max_library: c.max_library,
-                max_task_types: c.max_task_types,
-                min_reward: c.min_reward,
-                chat: c.endpoint.base_url.as_ref().map(|base_url| {
-                    hyperspace::learning::ChatConfig {
-                        base_url: base_url.clone(),
-                        model: c.endpoint.model.clone().unwrap_or_default(),
-                        api_key: c.endpoint.api_key.clone(),
-                        timeout: Duration::from_millis(c.timeout_ms),
-                    }
-                }),
-                ..hyperspace::improving::ImprovingSettings::default()
-            };
-        let wiring = hyperspace::improving::Wiring {
-            peer_id: mesh.peer_id().to_string(),
-            key: keys::signing_key(&keypair)?,
-            mesh: mesh_tx.clone(),
-            runtime: tokio::runtime::Handle::current(),
-        };
-        let s = store.clone();
-        tokio::task::spawn_blocking(move || hyperspace::improving::prepare(s, settings, wiring))
-            .await
-            .map_err(|e| NodeError::Improving(e.to_string()))?
-            .map_err(NodeError::Improving)?
+    let mem = (memory::start(&config, store.clone(), mem).await).map_err(NodeError::Memory)?;
+    let learn = learning::start(&config, store.clone(), Arc::clone(&mem.embedder));
+    let learn = learn.await.map_err(NodeError::Learning)?;
+    let runtime = tokio::runtime::Handle::current();
+    let imp = improving::Wiring {
+        peer_id: pid(),
+        key: key()?,
+        mesh: m(),
+        runtime,
     };
-    tokio::spawn(hyperspace::improving::run(improving, imp_rx));
-    tokio::spawn(hyperspace::payments::run(payments, pay_rx));
-    tokio::spawn(route_mesh_events(
-        events_rx,
-        agh_events_tx,
-        hs_tx.clone(),
-        Services {
-            memory: Some(mem_tx.clone()),
-            improving: Some(imp_tx.clone()),
-            payments: Some(pay_tx.clone()),
-        },
-    ));
-    let (closed_tx, mut closed_rx) = mpsc::channel::<u64>(256);
-    let hs_closed = hs_tx.clone();
-    tokio::spawn(async move {
-        while let Some(conn) = closed_rx.recv().await {
-            if hs_closed
-                .send(hyperspace::Input::Closed(conn))
-                .await
-                .is_err()
-            {
-                break;
-            }
-        }
-    });
-    let (calls_tx, mut calls_rx) = mpsc::channel::<call::Call>(4096);
-    let (hs_calls, mem_calls, learn_calls, imp_calls, pay_calls) = (
-        hs_tx.clone(),
-        mem_tx.clone(),
-        learn_tx.clone(),
-        imp_tx.clone(),
-        pay_tx.clone(),
-    );
-    tokio::spawn(async move {
-        while let Some(call) = calls_rx.recv().await {
-            let sent = if call.request.method.starts_with("memory.") {
-                mem_calls
-                    .send(hyperspace::memory::Input::Call(call))
-                    .await
-                    .is_ok()
-            } else if call.request.method.starts_with("learning.") {
-                learn_calls
-                    .send(hyperspace::learning::Input::Call(call))
-                    .await
-                    .is_ok()
-            } else if call.request.method.starts_with("improving.")
-                || call.request.method.starts_with("selfImproving.")
-            {
-                imp_calls
-                    .send(hyperspace::improving::Input::Call(call))
-                    .await
-                    .is_ok()
-            } else if call.request.method.starts_with("micropayments.") {
-                pay_calls
-                    .send(hyperspace::payments::Input::Call(call))
-                    .await
-                    .is_ok()
-            } else {
-                hs_calls.send(hyperspace::Input::Call(call)).await.is_ok()
-            };
-            if !sent {
-                break;
-            }
-        }
-    });
-
-    let peer_id = mesh.peer_id().to_string();
+    let imp =
+        (improving::start(&config, store.clone(), imp).await).map_err(NodeError::Improving)?;
+    let (calls_tx, calls_rx) = mpsc::channel::<call::Call>(4096);
     let mesh_task = tokio::spawn(mesh::run(mesh, mesh_rx, events_tx));
-    let nats = match &config.agh.nats {
-        Some(n) => {
-            let bridge = faces::nats::Bridge::connect(n).await?;
-            let (cmd_tx, cmd_rx) = mpsc::channel(faces::nats::QUEUE);
-            let (msg_tx, msg_rx) = mpsc::channel(faces::nats::QUEUE);
-            tokio::spawn(bridge.run(cmd_rx, msg_tx));
-            Some((cmd_tx, msg_rx))
-        }
-        None => None,
+    let nats = start_nats(&config).await?;
+    let agh = agh::Wiring {
+        mesh: m(),
+        nats,
+        listening: listening_tx,
+        telemetry: Arc::clone(&telemetry),
     };
-    let agh_task = tokio::spawn(agh::run(
-        agh::AghSettings {
-            interactions,
-            greet_interval: config.greet_interval,
-            policy: ValidationPolicy {
-                replay_age: config.agh.replay_age,
-                reference_admission: config.agh.reference_admission,
-            },
-            max_channels: config.agh.max_channels,
-            telemetry: Some(Arc::clone(&telemetry)),
-        },
-        store.clone(),
-        catalogs,
-        agh::Wiring {
-            inputs: agh_rx,
-            mesh_events: agh_events_rx,
-            mesh: mesh_tx.clone(),
-            nats,
-            listening: listening_tx,
-        },
-    ));
-
-    // The p2p listener reports its address asynchronously; print it before the others so that
-    // a script reading the first lines finds the node's identity first.
-    if let Some(addr) = listening_rx.recv().await {
-        announce("p2p", &addr.to_string(), false);
-    }
-    tokio::spawn(async move {
-        while let Some(addr) = listening_rx.recv().await {
-            announce("p2p", &addr.to_string(), false);
-        }
-    });
-
-    let agh_addr = local_addr("agh", &agh_listener, config.agh_listen)?;
-    let http_addr = local_addr("http", &http_listener, config.http_listen)?;
-    let rpc_addr = local_addr("rpc", &rpc_listener, config.rpc_listen)?;
-    let agtp_addr = local_addr("agtp", &agtp_listener, config.agtp_listen)?;
-    let faces = vec![
-        ("agh", format!("ws://{agh_addr}/agh/v0")),
-        ("rpc", format!("ws://{rpc_addr}")),
-        ("http", format!("http://{http_addr}")),
-        ("agtp", format!("agtp://{agtp_addr}")),
-    ];
-    for (face, addr) in &faces {
-        // of the faces only AGTP can be served over TLS (1.3) by the node itself
-        announce(face, addr, *face == "agtp" && agtp_face.tls.is_some());
-    }
+    let agh = agh::start(&config, store.clone(), agh).await?;
+    let state = faces::state::AppState {
+        agh: agh.tx,
+        mesh: mesh_tx,
+        hyperspace: hs.tx,
+        memory: mem.tx,
+        learning: learn,
+        improving: imp,
+        payments: pay.tx,
+        conn_ids: Arc::new(AtomicU64::new(1)),
+        started,
+        faces: Arc::new(listeners.urls()),
+        ping_every: faces::serve::ws_ping_interval(config.faces.ws_idle_timeout),
+        telemetry: Arc::clone(&telemetry),
+        ans: Arc::clone(&agtp_face.ans),
+        data_dir: config.data.display().to_string().into(),
+        snapshot: faces::http::dashboard::Cache::default(),
+    };
+    spawn_routers(&state, agh.events, calls_rx, events_rx);
+    announce_all(listening_rx, &state.faces, agtp_face.tls.is_some()).await;
     tracing::info!(
         peer_id = %peer_id,
         version = env!("CARGO_PKG_VERSION"),
@@ -462,384 +195,107 @@ pub async fn run_until(
         startup_ms = started.elapsed().as_secs_f64() * 1e3,
         "node started"
     );
-    let state = faces::state::AppState {
-        agh: agh_tx,
-        mesh: mesh_tx,
-        hyperspace: hs_tx,
-        memory: mem_tx,
-        learning: learn_tx,
-        improving: imp_tx,
-        payments: pay_tx,
-        conn_ids: Arc::new(AtomicU64::new(1)),
-        started,
-        faces: Arc::new(faces),
-        ping_every: faces::serve::ws_ping_interval(config.faces.ws_idle_timeout),
-        telemetry: Arc::clone(&telemetry),
-        ans: Arc::clone(&agtp_face.ans),
-        data_dir: config.data.display().to_string().into(),
-        snapshot: faces::http::dashboard::Cache::default(),
+    let rpc = faces::serving::RpcWiring {
+        calls: calls_tx,
+        tokens: hs.tokens,
+        links: hs.links,
+        closed: hs.closed,
     };
-
-    let (stop_tx, _) = tokio::sync::broadcast::channel::<()>(1);
-    let access = faces::serve::Access {
-        api_key: config.api_key.as_deref().map(Into::into),
-        public_paths: &[],
-        allowed_origins: config.allowed_origins.clone().into(),
-        allowed_hosts: config.allowed_hosts.clone().into(),
-        own_http_port: http_addr.port(),
-    };
-    let serve = |listener: TcpListener, name: &'static str, router: axum::Router, access| {
-        let mut stop = stop_tx.subscribe();
-        let counted = Arc::clone(&telemetry);
-        let router = router.layer(axum::middleware::from_fn(
-            move |request: axum::extract::Request, next: axum::middleware::Next| {
-                let counted = Arc::clone(&counted);
-                async move {
-                    let started = Instant::now();
-                    let response = next.run(request).await;
-                    counted.http_request(name, response.status().as_u16(), started.elapsed());
-                    response
-                }
-            },
-        ));
-        let face = faces::serve::Face {
-            name,
-            router,
-            limits: config.faces,
-            access,
-        };
-        tokio::spawn(faces::serve::serve(listener, face, async move {
-            let _ = stop.recv().await;
-        }))
-    };
-    let agh_server = serve(
-        agh_listener,
-        "agh",
-        faces::agh_ws::agh_face(state.clone()),
-        access.clone(),
-    );
-    let http_server = serve(
-        http_listener,
-        "http",
-        faces::http::http_face(state.clone()),
-        faces::serve::Access {
-            public_paths: if config.public_reads {
-                faces::http::READ_ONLY_PATHS
-            } else {
-                faces::http::ASSET_PATHS
-            },
-            ..access.clone()
-        },
-    );
-    let mut rpc_state = faces::rpc::RpcState::new(
-        calls_tx,
-        config.api_key.clone(),
-        rpc_addr.ip().is_loopback(),
-        tokens,
-        links,
-        Some(closed_tx),
-    );
-    rpc_state.conn_rate = config.rpc_conn_rate;
-    rpc_state.key_rate = config.rpc_key_rate;
-    rpc_state.conn_frames = config.rpc_conn_frames;
-    rpc_state.conn_bytes = config.rpc_conn_bytes;
-    rpc_state.total_bytes = config.rpc_total_bytes;
-    rpc_state.write_timeout = config.rpc_write_timeout;
-    rpc_state.ping_every = faces::serve::ws_ping_interval(config.faces.ws_idle_timeout);
-    rpc_state.telemetry = Some(Arc::clone(&telemetry));
-    // The JSON-RPC face checks its credentials itself (the API key or a session token).
-    let rpc_server = serve(
-        rpc_listener,
-        "rpc",
-        faces::rpc::face(rpc_state),
-        faces::serve::Access {
-            api_key: None,
-            ..access
-        },
-    );
-    let refresh_task = tokio::spawn(Arc::clone(&agtp_face.ans).run_refresh());
-    let agtp_server = {
-        let mut stop = stop_tx.subscribe();
-        tokio::spawn(faces::agtp::listener::serve(
-            agtp_listener,
-            faces::agtp::listener::ListenerConfig {
-                tls: agtp_face.tls,
-                server_id: agtp_face.ans.name().to_owned(),
-                ..faces::agtp::listener::ListenerConfig::default()
-            },
-            Arc::new(faces::agtp::listener::CountedAgtp(
-                ans::AnsHandler(Arc::clone(&agtp_face.ans)),
-                Arc::clone(&telemetry),
-            )),
-            async move {
-                let _ = stop.recv().await;
-            },
-        ))
-    };
-    drop(state);
+    let serving = faces::serving::start(&config, listeners, state, rpc, agtp_face);
 
     shutdown.await;
     tracing::info!(uptime_secs = started.elapsed().as_secs(), "shutting down");
-    let _ = stop_tx.send(());
-    // Open WebSocket sessions end when their sockets close; give listeners a moment, then stop.
-    let grace = Duration::from_secs(5);
-    let _ = tokio::time::timeout(grace, agh_server).await;
-    let _ = tokio::time::timeout(grace, http_server).await;
-    let _ = tokio::time::timeout(grace, rpc_server).await;
-    let _ = tokio::time::timeout(grace, agtp_server).await;
-    refresh_task.abort();
-    agh_task.abort();
-    hs_task.abort();
-    mesh_task.abort();
-    let _ = agh_task.await;
-    let _ = hs_task.await;
-    let _ = mesh_task.await;
+    serving.stop().await;
+    for task in [agh.task, hs.task, mesh_task] {
+        task.abort();
+        let _ = task.await;
+    }
     drop(store);
     tracing::info!("node stopped");
     Ok(())
 }
 
-fn local_addr(
-    face: &'static str,
-    listener: &TcpListener,
-    addr: std::net::SocketAddr,
-) -> Result<std::net::SocketAddr, NodeError> {
-    listener
-        .local_addr()
-        .map_err(|source| NodeError::Listen { face, addr, source })
-}
-
-/// Runs a blocking store read off the async threads.
-async fn read_store<T: Send + 'static>(
-    store: &store::Store,
-    read: fn(&store::Store) -> Result<T, store::StoreError>,
-) -> Result<T, NodeError> {
-    let s = store.clone();
-    let result = tokio::task::spawn_blocking(move || read(&s))
-        .await
-        .map_err(|e| store::StoreError::Db {
-            path: std::path::PathBuf::from(store::DB_FILE),
-            message: e.to_string(),
-        })?;
-    Ok(result?)
-}
-
-async fn load_catalogs(store: &store::Store) -> Result<HashMap<String, Catalog>, NodeError> {
-    let rows = read_store(store, store::Store::catalogs).await?;
-    let mut out = HashMap::new();
-    for (peer_id, json) in rows {
-        match Catalog::from_json(&json) {
-            Ok(c) => {
-                out.insert(peer_id, c);
-            }
-            Err(e) => tracing::warn!(%peer_id, error = %e, "stored catalog is unreadable; ignored"),
-        }
-    }
-    Ok(out)
-}
-
-/// Parses stored JSON rows, skipping (and logging) unreadable ones.
-fn parse_rows<T: serde::de::DeserializeOwned>(rows: Vec<(String, String)>, what: &str) -> Vec<T> {
-    rows.into_iter()
-        .filter_map(|(id, json)| match serde_json::from_str(&json) {
-            Ok(v) => Some(v),
-            Err(e) => {
-                tracing::warn!(%id, error = %e, what, "a stored row is unreadable; ignored");
-                None
-            }
-        })
-        .collect()
-}
-
-async fn load_hs_sessions(store: &store::Store) -> Result<Vec<hyperspace::Snapshot>, NodeError> {
-    let rows = read_store(store, store::Store::hs_sessions).await?;
-    Ok(parse_rows(rows, "Hyperspace session"))
-}
-
-async fn load_hs_tools(
-    store: &store::Store,
-) -> Result<Vec<agora_hyperspace::tool::LocalTool>, NodeError> {
-    let rows = read_store(store, store::Store::hs_tools).await?;
-    Ok(parse_rows(rows, "Hyperspace tool"))
-}
-
-/// The services with their own tasks that hear from the mesh (the router drops their events when
-/// one is absent).
-#[derive(Debug, Default)]
-pub struct Services {
-    /// The memory service (sync gossip, node-to-node memory requests).
-    pub memory: Option<mpsc::Sender<hyperspace::memory::Input>>,
-    /// The Self-Improving service (trajectory and reputation gossip).
-    pub improving: Option<mpsc::Sender<hyperspace::improving::Input>>,
-    /// The Micropayments service (channel requests, settlement gossip).
-    pub payments: Option<mpsc::Sender<hyperspace::payments::Input>>,
-}
-
-/// Hands each mesh event to the service that owns it: Hyperspace gossip, node-to-node
-/// Hyperspace requests, DHT records offered to us, new DHT peers and subscriptions to
-/// capabilities topics go to the Hyperspace service; the rest (AGH gossip and envelopes, connections, listen addresses) to
-/// the AGH service.
-pub async fn route_mesh_events(
-    mut events: mpsc::Receiver<mesh::Event>,
-    agh: mpsc::Sender<mesh::Event>,
-    hs: mpsc::Sender<hyperspace::Input>,
-    services: Services,
+/// Spawns the routers: JSON-RPC calls to the services by method prefix, mesh events to the
+/// services that declare them, the rest to the AGH service (`agh_events`).
+fn spawn_routers(
+    services: &faces::state::AppState,
+    agh_events: mpsc::Sender<mesh::Event>,
+    calls: mpsc::Receiver<call::Call>,
+    events: mpsc::Receiver<mesh::Event>,
 ) {
-    use agora_hyperspace::announce::CAPABILITIES_PREFIX;
-    use agora_hyperspace::improving::gossip::{REPUTATION_PREFIX, TRAJECTORIES_PREFIX};
-    use agora_hyperspace::payments::settlement::SETTLEMENTS_PREFIX;
-    let Services {
-        memory,
-        improving,
-        payments,
-    } = services;
-    while let Some(event) = events.recv().await {
-        let input = match event {
-            mesh::Event::Gossip {
-                topic,
-                data,
-                id,
-                propagation_source,
-                ..
-            } if topic.starts_with(TRAJECTORIES_PREFIX) && improving.is_some() => {
-                if let Some(i) = &improving
-                    && i.send(hyperspace::improving::Input::Trajectory {
-                        topic,
-                        data,
-                        id,
-                        propagation_source,
-                    })
-                    .await
-                    .is_err()
-                {
-                    break;
-                }
-                continue;
-            }
-            mesh::Event::Gossip { topic, data, .. } if topic.starts_with(REPUTATION_PREFIX) => {
-                if let Some(i) = &improving {
-                    // A full queue loses a view; the next one replaces it anyway.
-                    let _ = i.try_send(hyperspace::improving::Input::View(data));
-                }
-                continue;
-            }
-            mesh::Event::Gossip { topic, data, .. } if topic == hyperspace::memory::SYNC_TOPIC => {
-                if let Some(m) = &memory {
-                    // A full queue loses a sync message, which anti-entropy makes up for.
-                    let _ = m.try_send(hyperspace::memory::Input::Gossip(data));
-                }
-                continue;
-            }
-            mesh::Event::Gossip { topic, data, .. } if topic.starts_with(SETTLEMENTS_PREFIX) => {
-                if let Some(p) = &payments {
-                    // A full queue loses a copy of a record; the payee keeps its own.
-                    let _ = p.try_send(hyperspace::payments::Input::Settlement(data));
-                }
-                continue;
-            }
-            mesh::Event::Direct {
-                proto: mesh::Proto::Payments,
-                peer,
-                data,
-                channel,
-            } => {
-                if let Some(p) = &payments
-                    && p.send(hyperspace::payments::Input::Peer {
-                        peer,
-                        data,
-                        channel,
-                    })
-                    .await
-                    .is_err()
-                {
-                    break;
-                }
-                continue;
-            }
-            mesh::Event::Direct {
-                proto: mesh::Proto::Memory,
-                peer,
-                data,
-                channel,
-            } => {
-                if let Some(m) = &memory
-                    && m.send(hyperspace::memory::Input::Peer {
-                        peer,
-                        data,
-                        channel,
-                    })
-                    .await
-                    .is_err()
-                {
-                    break;
-                }
-                continue;
-            }
-            // Accepted inline and needing no verdict: nothing on those topics needs the service
-            // yet (the GossipGate relays them without queuing a copy at all).
-            mesh::Event::Gossip {
-                ref topic,
-                needs_verdict: false,
-                ..
-            } if topic.starts_with(hyperspace::TOPIC_PREFIX) => continue,
-            mesh::Event::Gossip {
-                topic,
-                data,
-                id,
-                propagation_source,
-                ..
-            } if topic.starts_with(hyperspace::TOPIC_PREFIX) => {
-                hyperspace::Input::Gossip(hyperspace::GossipCheck {
-                    topic,
-                    data,
-                    id,
-                    propagation_source,
-                })
-            }
-            mesh::Event::Direct {
-                proto: mesh::Proto::Hyperspace,
-                peer,
-                data,
-                channel,
-            } => hyperspace::Input::Peer {
-                peer,
-                data,
-                channel,
-            },
-            mesh::Event::RecordOffered { key, value } => {
-                hyperspace::Input::RecordOffered { key, value }
-            }
-            mesh::Event::Subscribed(topic) if topic.starts_with(CAPABILITIES_PREFIX) => {
-                hyperspace::Input::Subscribed(topic)
-            }
-            mesh::Event::DhtPeer(_) => hyperspace::Input::DhtPeer,
-            other => {
-                if agh.send(other).await.is_err() {
-                    break;
-                }
-                continue;
-            }
-        };
-        if hs.send(input).await.is_err() {
-            break;
+    use hyperspace::{improving, learning, memory, payments};
+    let call_routes = vec![
+        memory::call_route(&services.memory),
+        learning::call_route(&services.learning),
+        improving::call_route(&services.improving),
+        payments::call_route(&services.payments),
+    ];
+    let rest = hyperspace::call_route(&services.hyperspace);
+    tokio::spawn(routes::CallRouter::new(call_routes, rest).run(calls));
+    let mut event_routes = hyperspace::event_routes(&services.hyperspace);
+    event_routes.extend(memory::event_routes(&services.memory));
+    event_routes.extend(improving::event_routes(&services.improving));
+    event_routes.extend(payments::event_routes(&services.payments));
+    let rest = routes::Sink::new(agh_events, routes::Delivery::Wait, Some);
+    tokio::spawn(routes::EventRouter::new(event_routes, rest).run(events));
+}
+
+/// Announces the p2p listener (it reports its address asynchronously; printed before the others
+/// so that a script reading the first lines finds the node's identity first, and again for each
+/// later address), then each face.
+async fn announce_all(
+    mut listening: mpsc::Receiver<libp2p::Multiaddr>,
+    faces: &[(&'static str, String)],
+    agtp_tls: bool,
+) {
+    if let Some(addr) = listening.recv().await {
+        announce("p2p", &addr.to_string(), false);
+    }
+    tokio::spawn(async move {
+        while let Some(addr) = listening.recv().await {
+            announce("p2p", &addr.to_string(), false);
         }
+    });
+    for (face, addr) in faces {
+        // of the faces only AGTP can be served over TLS (1.3) by the node itself
+        announce(face, addr, *face == "agtp" && agtp_tls);
     }
 }
 
-async fn load_interactions(
-    store: &store::Store,
-) -> Result<Vec<(String, String, agora_agh::lifecycle::Interaction)>, NodeError> {
-    let rows = read_store(store, store::Store::interactions).await?;
-    Ok(rows
-        .into_iter()
-        .filter_map(|(channel, iid, json)| match agh::parse_interaction(&json) {
-            Some(i) => Some((channel, iid, i)),
-            None => {
-                tracing::warn!(%channel, %iid, "stored interaction is unreadable; ignored");
-                None
-            }
-        })
-        .collect())
+/// The mesh's settings: `config`'s addresses and limits, the Hyperspace gossip gate inline.
+fn mesh_config(config: &Config, telemetry: &Arc<telemetry::Telemetry>) -> mesh::MeshConfig {
+    mesh::MeshConfig {
+        listen: config.p2p_listen.clone(),
+        bootstrap: config.bootstrap.clone(),
+        heartbeat: Duration::from_millis(500),
+        limits: config.peers,
+        validators: vec![(
+            hyperspace::TOPIC_PREFIX.to_owned(),
+            Arc::new(hyperspace::GossipGate::new()),
+        )],
+        budget: mesh::topics::Budget::default(),
+        telemetry: Arc::clone(telemetry),
+    }
+}
+
+/// Connects the NATS bridge when `config` names one: commands out, messages in.
+async fn start_nats(
+    config: &Config,
+) -> Result<
+    Option<(
+        mpsc::Sender<faces::nats::Command>,
+        mpsc::Receiver<faces::nats::Message>,
+    )>,
+    NodeError,
+> {
+    let Some(n) = &config.agh.nats else {
+        return Ok(None);
+    };
+    let bridge = faces::nats::Bridge::connect(n).await?;
+    let (cmd_tx, cmd_rx) = mpsc::channel(faces::nats::QUEUE);
+    let (msg_tx, msg_rx) = mpsc::channel(faces::nats::QUEUE);
+    tokio::spawn(bridge.run(cmd_rx, msg_tx));
+    Ok(Some((cmd_tx, msg_rx)))
 }
 
 /// Completes on SIGINT or SIGTERM. The handlers are installed when this function is called (not

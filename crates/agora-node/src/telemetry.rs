@@ -443,65 +443,26 @@ impl Default for Telemetry {
     }
 }
 
-/// The JSON-RPC methods of the spec (and this node's), as fixed label values.
-const METHODS: &[&str] = &[
-    "guard.check",
-    "guard.checkBudget",
-    "guard.checkRateLimit",
-    "guard.checkSafety",
-    "guard.consumeBudget",
-    "guard.getBudgetStatus",
-    "guard.redact",
-    "guard.validate",
-    "improving.critique",
-    "improving.curate",
-    "improving.getExemplars",
-    "improving.recordTrajectory",
-    "learning.addBullet",
-    "learning.curate",
-    "learning.feedback",
-    "learning.getPlaybook",
-    "learning.getStats",
-    "learning.reflect",
-    "learning.share",
-    "memory.archive",
-    "memory.delete",
-    "memory.get",
-    "memory.list",
-    "memory.search",
-    "memory.store",
-    "micropayments.challenge",
-    "micropayments.channel.close",
-    "micropayments.channel.open",
-    "micropayments.channel.pay",
-    "micropayments.verify",
-    "recursive.analyze",
-    "recursive.cancel",
-    "recursive.getTrace",
-    "recursive.result",
-    "recursive.setMaxDepth",
-    "recursive.spawn",
-    "recursive.status",
-    "recursive.track",
-    "state.createSession",
-    "state.endSession",
-    "state.getSession",
-    "state.getState",
-    "state.listSessions",
-    "state.recordEpisode",
-    "state.setState",
-    "state.updateSession",
-    "tool.discover",
-    "tool.getAnalytics",
-    "tool.invoke",
-    "tool.listRegistered",
-    "tool.register",
-    "tool.unregister",
+/// The JSON-RPC methods the node serves, as fixed label values: every primitive's `METHODS`
+/// (the constants its service dispatches on), and the `selfImproving.*` aliases. Any other
+/// method is counted as `other`.
+pub const RPC_METHOD_SETS: [&[&str]; 9] = [
+    &agora_hyperspace::state::METHODS,
+    &agora_hyperspace::guard::METHODS,
+    &agora_hyperspace::recursive::METHODS,
+    &agora_hyperspace::tool::METHODS,
+    &agora_hyperspace::memory::METHODS,
+    &agora_hyperspace::learning::METHODS,
+    &agora_hyperspace::improving::METHODS,
+    &agora_hyperspace::improving::ALIASES,
+    &agora_hyperspace::payments::METHODS,
 ];
 
-fn known_method(method: &str) -> &'static str {
-    METHODS
+/// The label of `method`: its own name when the node serves it, else `other`.
+pub fn known_method(method: &str) -> &'static str {
+    RPC_METHOD_SETS
         .iter()
+        .flat_map(|set| set.iter())
         .find(|m| **m == method)
         .copied()
         .unwrap_or("other")

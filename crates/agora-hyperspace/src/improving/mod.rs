@@ -22,5 +22,45 @@ pub mod library;
 pub mod params;
 pub mod trajectory;
 
+/// `improving.recordTrajectory`.
+pub const RECORD_TRAJECTORY: &str = "improving.recordTrajectory";
+/// `improving.getExemplars`.
+pub const GET_EXEMPLARS: &str = "improving.getExemplars";
+/// `improving.curate`.
+pub const CURATE: &str = "improving.curate";
+/// `improving.augment`.
+pub const AUGMENT: &str = "improving.augment";
+/// `improving.assessDifficulty`.
+pub const ASSESS_DIFFICULTY: &str = "improving.assessDifficulty";
+/// `improving.getLibraryStats`.
+pub const GET_LIBRARY_STATS: &str = "improving.getLibraryStats";
+/// Every `improving.*` method, in the order the node serves them.
+pub const METHODS: [&str; 6] = [
+    RECORD_TRAJECTORY,
+    GET_EXEMPLARS,
+    CURATE,
+    AUGMENT,
+    ASSESS_DIFFICULTY,
+    GET_LIBRARY_STATS,
+];
+/// The `selfImproving.*` alias of each of [`METHODS`], at the same index.
+pub const ALIASES: [&str; 6] = [
+    "selfImproving.recordTrajectory",
+    "selfImproving.getExemplars",
+    "selfImproving.curate",
+    "selfImproving.augment",
+    "selfImproving.assessDifficulty",
+    "selfImproving.getLibraryStats",
+];
+
+/// The `improving.*` name of `method`, which may be one of [`METHODS`] or of [`ALIASES`].
+pub fn canonical(method: &str) -> Option<&'static str> {
+    METHODS
+        .iter()
+        .zip(ALIASES)
+        .find(|(m, a)| **m == method || *a == method)
+        .map(|(m, _)| *m)
+}
+
 pub use library::{Library, Reputation, Strategy};
 pub use trajectory::{RecordParams, Trajectory, TrajectoryLimits, TrajectoryState};

@@ -21,6 +21,28 @@ pub mod params;
 pub mod playbook;
 pub mod reflect;
 
+/// `learning.getPlaybook`.
+pub const GET_PLAYBOOK: &str = "learning.getPlaybook";
+/// `learning.getStats`.
+pub const GET_STATS: &str = "learning.getStats";
+/// `learning.feedback`.
+pub const FEEDBACK: &str = "learning.feedback";
+/// `learning.addBullet`.
+pub const ADD_BULLET: &str = "learning.addBullet";
+/// `learning.curate`.
+pub const CURATE: &str = "learning.curate";
+/// `learning.reflect`.
+pub const REFLECT: &str = "learning.reflect";
+/// Every `learning.*` method, in the order the node serves them.
+pub const METHODS: [&str; 6] = [
+    GET_PLAYBOOK,
+    GET_STATS,
+    FEEDBACK,
+    ADD_BULLET,
+    CURATE,
+    REFLECT,
+];
+
 use serde_json::json;
 
 use crate::jsonrpc::RpcError;

@@ -26,5 +26,20 @@ pub mod search;
 pub mod sync;
 pub mod wire;
 
+/// `memory.store`.
+pub const STORE: &str = "memory.store";
+/// `memory.search`.
+pub const SEARCH: &str = "memory.search";
+/// `memory.get`.
+pub const GET: &str = "memory.get";
+/// `memory.list`.
+pub const LIST: &str = "memory.list";
+/// `memory.delete`.
+pub const DELETE: &str = "memory.delete";
+/// `memory.archive`.
+pub const ARCHIVE: &str = "memory.archive";
+/// Every `memory.*` method, in the order the node serves them.
+pub const METHODS: [&str; 6] = [STORE, SEARCH, GET, LIST, DELETE, ARCHIVE];
+
 /// The gossip topic of memory synchronisation (spec §2.1).
 pub const SYNC_TOPIC: &str = "hyperspace/crdt/sync/memory";

@@ -30,6 +30,19 @@ pub mod eip712;
 pub mod params;
 pub mod settlement;
 
+/// `micropayments.challenge`.
+pub const CHALLENGE: &str = "micropayments.challenge";
+/// `micropayments.verify`.
+pub const VERIFY: &str = "micropayments.verify";
+/// `micropayments.channel.open`.
+pub const CHANNEL_OPEN: &str = "micropayments.channel.open";
+/// `micropayments.channel.pay`.
+pub const CHANNEL_PAY: &str = "micropayments.channel.pay";
+/// `micropayments.channel.close`.
+pub const CHANNEL_CLOSE: &str = "micropayments.channel.close";
+/// Every `micropayments.*` method, in the order the node serves them.
+pub const METHODS: [&str; 5] = [CHALLENGE, VERIFY, CHANNEL_OPEN, CHANNEL_PAY, CHANNEL_CLOSE];
+
 use serde_json::Value;
 
 /// An amount in an asset's atomic units (USDC: 6 decimals, so 0.003 USDC is 3000; points: 1).

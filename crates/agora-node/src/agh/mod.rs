@@ -11,7 +11,7 @@
 //! peer's greets (authenticated by the gossipsub signature), or the node that sent us a directed
 //! request.
 //!
-//! Limits on one agent connection: it may be in at most [`AghSettings::max_channels`] channels
+//! Limits on one agent connection: it may be in at most [`Settings::max_channels`] channels
 //! (a greet into one more is refused with `busy`); frames it does not read are queued up to
 //! [`AGENT_QUEUE`] and then dropped, counted in `dropped` and logged at most once per
 //! [`WARN_EVERY`] per connection with the number of drops not logged.
@@ -27,9 +27,10 @@ use libp2p::gossipsub::MessageAcceptance;
 use serde::Serialize;
 use tokio::sync::{mpsc, oneshot};
 
+use crate::config::Config;
 use crate::faces::nats;
 use crate::mesh;
-use crate::store::Store;
+use crate::store::{Store, StoreError};
 
 /// Gossip topic prefix of AGH channels.
 pub const TOPIC_PREFIX: &str = "agh/v0/";
@@ -257,7 +258,7 @@ pub struct Stats {
 
 /// Settings of the AGH service.
 #[derive(Clone, Debug)]
-pub struct AghSettings {
+pub struct Settings {
     /// Interactions loaded from the store: `(channel, interaction_id, record)`.
     pub interactions: Vec<(String, String, Interaction)>,
     /// Greet interval.
@@ -309,10 +310,10 @@ struct Service<I: IdSource> {
 
 /// The channels the AGH service works with.
 #[derive(Debug)]
-pub struct Wiring {
+pub struct Parts {
     /// Requests from the faces.
     pub inputs: mpsc::Receiver<Input>,
-    /// Events from the mesh (all but the Hyperspace ones, see `crate::route_mesh_events`).
+    /// Events from the mesh (all but the Hyperspace ones, see `crate::routes`).
     pub mesh_events: mpsc::Receiver<mesh::Event>,
     /// Commands to the mesh.
     pub mesh: mpsc::Sender<mesh::Command>,
@@ -322,20 +323,117 @@ pub struct Wiring {
     pub listening: mpsc::Sender<libp2p::Multiaddr>,
 }
 
+/// What the AGH service needs from the node.
+#[derive(Debug)]
+pub struct Wiring {
+    /// Commands to the mesh.
+    pub mesh: mpsc::Sender<mesh::Command>,
+    /// The NATS bridge, when configured: commands out, messages in.
+    pub nats: Option<(mpsc::Sender<nats::Command>, mpsc::Receiver<nats::Message>)>,
+    /// Where the mesh's listen addresses are reported.
+    pub listening: mpsc::Sender<libp2p::Multiaddr>,
+    /// Counts envelopes from agents.
+    pub telemetry: std::sync::Arc<crate::telemetry::Telemetry>,
+}
+
+/// The running AGH service, as the node holds it.
+#[derive(Debug)]
+pub struct Started {
+    /// Its input (from the faces).
+    pub tx: mpsc::Sender<Input>,
+    /// The mesh events it owns (the routers' fallback).
+    pub events: mpsc::Sender<mesh::Event>,
+    /// The service's task.
+    pub task: tokio::task::JoinHandle<()>,
+}
+
+impl Settings {
+    /// The settings `config` asks for (`[agh]`, the greet interval), with the stored
+    /// interactions.
+    pub fn from_config(
+        config: &Config,
+        interactions: Vec<(String, String, Interaction)>,
+        telemetry: std::sync::Arc<crate::telemetry::Telemetry>,
+    ) -> Self {
+        Self {
+            interactions,
+            greet_interval: config.greet_interval,
+            policy: ValidationPolicy {
+                replay_age: config.agh.replay_age,
+                reference_admission: config.agh.reference_admission,
+            },
+            max_channels: config.agh.max_channels,
+            telemetry: Some(telemetry),
+        }
+    }
+}
+
+/// Starts the AGH service: loads the stored catalogs and interactions (unreadable ones are
+/// logged and skipped), then [`run`] on a task of its own.
+pub async fn start(config: &Config, store: Store, node: Wiring) -> Result<Started, StoreError> {
+    let catalogs = load_catalogs(&store).await?;
+    let interactions = load_interactions(&store).await?;
+    let (tx, inputs) = mpsc::channel(4096);
+    let (events, mesh_events) = mpsc::channel(4096);
+    let task = tokio::spawn(run(
+        Settings::from_config(config, interactions, node.telemetry),
+        store,
+        catalogs,
+        Parts {
+            inputs,
+            mesh_events,
+            mesh: node.mesh,
+            nats: node.nats,
+            listening: node.listening,
+        },
+    ));
+    Ok(Started { tx, events, task })
+}
+
+async fn load_catalogs(store: &Store) -> Result<HashMap<String, Catalog>, StoreError> {
+    let rows = store.read(Store::catalogs).await?;
+    let mut out = HashMap::new();
+    for (peer_id, json) in rows {
+        match Catalog::from_json(&json) {
+            Ok(c) => {
+                out.insert(peer_id, c);
+            }
+            Err(e) => tracing::warn!(%peer_id, error = %e, "stored catalog is unreadable; ignored"),
+        }
+    }
+    Ok(out)
+}
+
+async fn load_interactions(
+    store: &Store,
+) -> Result<Vec<(String, String, Interaction)>, StoreError> {
+    let rows = store.read(Store::interactions).await?;
+    Ok(rows
+        .into_iter()
+        .filter_map(|(channel, iid, json)| match parse_interaction(&json) {
+            Some(i) => Some((channel, iid, i)),
+            None => {
+                tracing::warn!(%channel, %iid, "stored interaction is unreadable; ignored");
+                None
+            }
+        })
+        .collect())
+}
+
 /// Runs the AGH service until `inputs` closes.
 pub async fn run(
-    settings: AghSettings,
+    settings: Settings,
     store: Store,
     catalogs: HashMap<String, Catalog>,
-    wiring: Wiring,
+    parts: Parts,
 ) {
-    let Wiring {
+    let Parts {
         mut inputs,
         mut mesh_events,
         mesh,
         nats,
         listening,
-    } = wiring;
+    } = parts;
     let (nats, mut nats_messages) = match nats {
         Some((tx, rx)) => (Some(tx), Some(rx)),
         None => (None, None),

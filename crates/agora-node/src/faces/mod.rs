@@ -8,6 +8,7 @@
 //! | [`rpc`] | the Hyperspace JSON-RPC 2.0 WebSocket face (Hyperspace spec §2.2) |
 //! | [`agtp`] | the AGTP listener, its TLS and the AGTP client (AGTP ANS draft) |
 //! | [`nats`] | the AGH bridge to NATS (over `async-nats`) |
+//! | [`serving`] | binding the listeners, serving every face until the node stops |
 //! | [`state`] | what the axum faces share: the services' senders |
 
 pub mod agh_ws;
@@ -16,4 +17,5 @@ pub mod http;
 pub mod nats;
 pub mod rpc;
 pub mod serve;
+pub mod serving;
 pub mod state;

@@ -299,7 +299,7 @@ impl Service {
         let inputs = self.inputs.clone();
         let key = announce::card_key(peer);
         tokio::spawn(async move {
-            let records = super::discover::get_records(&mesh, key).await;
+            let records = super::tool::discover::get_records(&mesh, key).await;
             let _ = inputs
                 .send(Input::Learned {
                     records,

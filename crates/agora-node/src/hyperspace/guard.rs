@@ -173,42 +173,6 @@ impl LongCalls {
     }
 }
 
-/// Answers `call` on a task of its own while one of `in_flight`'s permits is held (the
-/// primitives' services: memory, learning, improving); with no permit left, answers −32003
-/// "too many {what} calls in flight" at once. `run` gets the caller, the method and the params
-/// (`null` when absent).
-pub(super) fn spawn_call<F, Fut>(
-    in_flight: &Arc<Semaphore>,
-    what: &str,
-    call: crate::call::Call,
-    run: F,
-) where
-    F: FnOnce(crate::call::Principal, String, Value) -> Fut + Send + 'static,
-    Fut: Future<Output = Result<Value, RpcError>> + Send + 'static,
-{
-    let Ok(permit) = Arc::clone(in_flight).try_acquire_owned() else {
-        let _ = call
-            .reply
-            .send(Err(RpcError::from_code(RpcCode::RATE_LIMITED)
-                .with_message(format!(
-                    "Rate Limited: too many {what} calls in flight"
-                ))));
-        return;
-    };
-    let crate::call::Call {
-        principal,
-        request,
-        reply,
-        ..
-    } = call;
-    tokio::spawn(async move {
-        let params = request.params.unwrap_or(Value::Null);
-        let outcome = run(principal, request.method, params).await;
-        let _ = reply.send(outcome);
-        drop(permit);
-    });
-}
-
 /// Lowers the calling thread's scheduling priority to about nice 10 (on Linux a thread's own
 /// nice value; a tenth of the CPU share of a thread at nice 0 when both want the same core),
 /// for background work that must not delay calls: it still runs whenever a core is free, and

@@ -4,16 +4,17 @@
 //!
 //! | module | owns |
 //! |---|---|
-//! | this one | the task, sessions and their persistence, the call dispatch |
+//! | this one | the task (state, guard, recursive, tool share it), its inputs, wiring, `start`, routes and call dispatch |
 //! | [`cards`] | the node's own card (gossip heartbeats, DHT record, provider records), cards of others (gossip, DHT records held for the network, persistence) |
-//! | [`discover`] | `tool.discover` over the local registry, then the DHT, then a gossip ask |
-//! | [`invoke`] | `tool.invoke` of local and remote tools, and node-to-node requests |
+//! | [`state`] | sessions (spec §4.1): who may call what, session tokens, each session's snapshot (with its budget and trace) in redb |
+//! | [`tool`] | the Tool primitive's calls that cross the mesh (spec §4.3): `tool.discover` (local registry, DHT, gossip ask) and `tool.invoke` (local and remote tools, node-to-node requests) |
 //! | [`gate`] | the inline check of every `hyperspace/…` gossip message, in the mesh task |
-//! | [`guard`] | `guard.validate` and `guard.checkSafety`, run on a bounded pool of worker threads within a time budget, never on this task |
+//! | [`guard`] | (spec §4.2) `guard.validate` and `guard.checkSafety`, run on a bounded pool of worker threads within a time budget, never on this task |
 //! | [`memory`] | the Memory primitive (`memory.*`): a task of its own, its redb table, its worker pool |
 //! | [`learning`] | the Learning primitive (`learning.*`): a task of its own, its redb tables, its worker pool |
 //! | [`improving`] | the Self-Improving primitive (`improving.*`, `selfImproving.*`): a task of its own, its redb tables, its worker pool, the trajectory and reputation topics, gossipsub application scores |
 //! | [`payments`] | the Micropayments primitive (`micropayments.*`): a task of its own, its redb tables, the wallet, channels between nodes on `/agora/payments/1.0.0`, settlement gossip |
+//! | [`service`] | the skeleton the primitive services share: spawning calls within an in-flight bound, `internal`/`invalid`, requests and responses over the mesh, counters |
 //!
 //! Gossip (spec §2.1, §7.2; `docs/hyperspace-wire.md`): every message on a `hyperspace/…` topic
 //! is a v2 signed envelope, verified once by the [`GossipGate`] inside gossipsub's validation
@@ -34,14 +35,15 @@
 //! the token stops working when the session ends or is evicted.
 
 mod cards;
-mod discover;
 mod gate;
 mod guard;
 pub mod improving;
-mod invoke;
 pub mod learning;
 pub mod memory;
 pub mod payments;
+mod service;
+mod state;
+mod tool;
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
@@ -50,24 +52,24 @@ use std::time::Duration;
 use agora_hyperspace::announce::CardPublisher;
 use agora_hyperspace::guard::{self as hs_guard, Budget, Caller, Guard};
 use agora_hyperspace::jsonrpc::RpcError;
-use agora_hyperspace::recursive::{RecursionTrace, Recursive};
-use agora_hyperspace::state::{Session, Sessions};
-use agora_hyperspace::tool::{LocalTool, ToolRegistry};
+use agora_hyperspace::recursive::{self as hs_recursive, RecursionTrace, Recursive};
+use agora_hyperspace::state::{self as hs_state, Session, Sessions};
+use agora_hyperspace::tool::{self as hs_tool, LocalTool, ToolRegistry};
 use ed25519_dalek::SigningKey;
-use libp2p::PeerId;
-use libp2p::gossipsub::MessageId;
-use libp2p::request_response::ResponseChannel;
 use serde_json::Value;
 use tokio::sync::mpsc;
 
 use crate::call::{Call, Principal};
 use crate::faces::rpc::Links;
 use crate::mesh;
-use crate::store::Store;
+use crate::routes::{self, CallRoute, Delivery, EventKey, EventRoute};
+use crate::store::{Store, StoreError};
 
 pub use cards::HeldRecord;
-pub use discover::PendingDiscover;
 pub use guard::LongCallSettings;
+use state::{MUTATING, authorize, caller_of, session_id_param};
+pub use state::{Snapshot, restore_tokens};
+pub use tool::discover::PendingDiscover;
 
 /// Gossip topic prefix of Hyperspace.
 pub const TOPIC_PREFIX: &str = agora_hyperspace::topic::PREFIX;
@@ -78,17 +80,7 @@ pub use crate::clock::now_ms;
 /// A gossip message whose envelope the mesh's [`GossipGate`] verified and deferred to the service
 /// (capabilities, discovery asks); the service judges the content and sends the verdict to the
 /// mesh as [`mesh::Command::Validated`].
-#[derive(Debug)]
-pub struct GossipCheck {
-    /// Topic string.
-    pub topic: String,
-    /// Payload (the envelope's bytes).
-    pub data: Vec<u8>,
-    /// Gossipsub's message id.
-    pub id: MessageId,
-    /// The peer that forwarded it.
-    pub propagation_source: PeerId,
-}
+pub type GossipCheck = routes::Gossip;
 
 pub use gate::GossipGate;
 
@@ -111,14 +103,7 @@ pub enum Input {
         success: bool,
     },
     /// A node-to-node request (`/agora/hyperspace/1.0.0`).
-    Peer {
-        /// The requesting node.
-        peer: PeerId,
-        /// The request's bytes.
-        data: Vec<u8>,
-        /// Where the response goes.
-        channel: ResponseChannel<Vec<u8>>,
-    },
+    Peer(routes::Request),
     /// Another node asks us to hold a DHT record.
     RecordOffered {
         /// Key.
@@ -143,25 +128,67 @@ pub enum Input {
     Cards(tokio::sync::oneshot::Sender<Value>),
 }
 
+/// The calls this service answers: every call no other service's prefix claims (state, guard,
+/// recursive, tool; an unknown method is answered −32601 here).
+pub fn call_route(tx: &mpsc::Sender<Input>) -> CallRoute {
+    CallRoute::new(
+        &["state.", "guard.", "recursive.", "tool."],
+        &[
+            &hs_state::METHODS,
+            &hs_guard::METHODS,
+            &hs_recursive::METHODS,
+            &hs_tool::METHODS,
+        ],
+        tx,
+        Input::Call,
+    )
+}
+
+/// The mesh events this service owns: `hyperspace/…` gossip that waits for a verdict (gossip
+/// the gate accepted inline needs nothing here and is dropped; the topics other services own
+/// are more specific and go to them), requests on `/agora/hyperspace/1.0.0`, DHT records
+/// offered to us, the DHT's first peer, and subscriptions to capabilities topics.
+pub fn event_routes(tx: &mpsc::Sender<Input>) -> Vec<EventRoute> {
+    use agora_hyperspace::announce::CAPABILITIES_PREFIX;
+    vec![
+        EventRoute::new(
+            EventKey::TopicPrefix(TOPIC_PREFIX),
+            tx,
+            Delivery::Wait,
+            |e| routes::gossip(e).map(Input::Gossip),
+        )
+        .verdicts_only(),
+        EventRoute::new(
+            EventKey::Proto(mesh::Proto::Hyperspace),
+            tx,
+            Delivery::Wait,
+            |e| routes::request(e).map(Input::Peer),
+        ),
+        EventRoute::new(EventKey::RecordOffered, tx, Delivery::Wait, |e| match e {
+            mesh::Event::RecordOffered { key, value } => Some(Input::RecordOffered { key, value }),
+            _ => None,
+        }),
+        EventRoute::new(
+            EventKey::Subscribed(CAPABILITIES_PREFIX),
+            tx,
+            Delivery::Wait,
+            |e| match e {
+                mesh::Event::Subscribed(topic) => Some(Input::Subscribed(topic)),
+                _ => None,
+            },
+        ),
+        EventRoute::new(EventKey::DhtPeer, tx, Delivery::Wait, |e| {
+            matches!(e, mesh::Event::DhtPeer(_)).then_some(Input::DhtPeer)
+        }),
+    ]
+}
+
 /// How long a provider has to answer `tool.invoke`.
 pub const INVOKE_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// The owner name of tools registered over connection `conn`.
 fn owner_of(conn: u64) -> String {
     format!("rpc-conn-{conn}")
-}
-
-/// What is stored per session: the session and the guard and recursion state tied to it.
-#[derive(Debug, serde::Serialize, serde::Deserialize)]
-pub struct Snapshot {
-    /// The session.
-    pub session: Session,
-    /// Its budget, once it has one.
-    pub budget: Option<Budget>,
-    /// Its recursion trace, once it has one.
-    pub trace: Option<RecursionTrace>,
-    /// Its session token, while the session is live.
-    pub token: Option<String>,
 }
 
 struct Service {
@@ -201,9 +228,10 @@ struct Service {
     payments: mpsc::Sender<payments::Input>,
 }
 
-/// What the Hyperspace service needs from the node.
+/// Everything [`run`] takes from the node: the [`Wiring`], the service's own channels, the
+/// JSON-RPC face's connections and the long-call pool's settings.
 #[derive(Debug)]
-pub struct HsWiring {
+pub struct Parts {
     /// This node's PeerId (the `peerId` of its tools).
     pub peer_id: String,
     /// The node's Ed25519 key (signs the node's capability announcements).
@@ -251,73 +279,91 @@ fn random_hex(bytes: usize) -> String {
     b.iter().map(|x| format!("{x:02x}")).collect()
 }
 
-/// Methods that change a session's stored snapshot (everything else only reads it).
-const MUTATING: [&str; 7] = [
-    "state.createSession",
-    "state.setState",
-    "state.endSession",
-    "state.recordEpisode",
-    "guard.consumeBudget",
-    "recursive.track",
-    "recursive.setMaxDepth",
-];
-
-/// Session-less methods a session token may call.
-const SESSIONLESS: [&str; 3] = [
-    "guard.validate",
-    "guard.checkSafety",
-    "guard.checkRateLimit",
-];
-
-fn session_id_param(params: Option<&Value>) -> Option<&str> {
-    match params? {
-        Value::Object(m) => m.get("sessionId")?.as_str(),
-        Value::Array(a) => a.first()?.as_str(),
-        _ => None,
+impl Restored {
+    /// Reads what the service keeps in the store (unreadable rows are logged and skipped).
+    pub async fn load(store: &Store) -> Result<Self, StoreError> {
+        Ok(Self {
+            snapshots: store
+                .read_json(Store::hs_sessions, "Hyperspace session")
+                .await?,
+            tools: store.read_json(Store::hs_tools, "Hyperspace tool").await?,
+            records: store.read(Store::hs_records).await?,
+        })
     }
 }
 
-/// Whether `principal` may call `method`: an API-key (or loopback) client may call anything; a
-/// session token only the state, guard and recursive methods of its own session and the
-/// session-less guard methods.
-fn authorize(principal: &Principal, method: &str, params: Option<&Value>) -> Result<(), RpcError> {
-    let Principal::Session(own) = principal else {
-        return Ok(());
-    };
-    let allowed = SESSIONLESS.contains(&method)
-        || (["state.", "guard.", "recursive."]
-            .iter()
-            .any(|p| method.starts_with(p))
-            && method != "state.createSession"
-            && session_id_param(params) == Some(own.as_str()));
-    if allowed {
-        Ok(())
-    } else {
-        Err(RpcError::invalid_request()
-            .with_message("session token does not grant this call")
-            .with_data(serde_json::json!({ "sessionId": own, "method": method })))
-    }
+/// The running Hyperspace service, as the node holds it.
+#[derive(Debug)]
+pub struct Started {
+    /// Its input.
+    pub tx: mpsc::Sender<Input>,
+    /// Session tokens (the JSON-RPC face checks them).
+    pub tokens: Arc<Mutex<HashMap<String, String>>>,
+    /// Open JSON-RPC connections (tool providers), shared with the JSON-RPC face.
+    pub links: Links,
+    /// Where the JSON-RPC face reports closed connections (their tools go with them).
+    pub closed: mpsc::Sender<u64>,
+    /// The service's task.
+    pub task: tokio::task::JoinHandle<()>,
 }
 
-/// The namespace of `principal`'s `guard.checkRateLimit` keys.
-fn caller_of(principal: &Principal) -> Caller<'_> {
-    match principal {
-        Principal::Session(id) => Caller::Session(id),
-        Principal::ApiKey | Principal::Local => Caller::Node,
-    }
+/// What the Hyperspace service needs from the node.
+#[derive(Debug)]
+pub struct Wiring {
+    /// This node's PeerId.
+    pub peer_id: String,
+    /// The node's key.
+    pub key: SigningKey,
+    /// Commands to the mesh.
+    pub mesh: mpsc::Sender<mesh::Command>,
+    /// The payments service's input.
+    pub payments: mpsc::Sender<payments::Input>,
+    /// The wallet address the node's card publishes.
+    pub wallet_address: String,
+    /// Where and how long `guard.validate` / `guard.checkSafety` run (`rpc_guard_*`).
+    pub long_calls: LongCallSettings,
 }
 
-/// Puts the session tokens of stored sessions back into `tokens`. Called before the JSON-RPC face
-/// serves, so that a token valid before a restart is never refused while the service starts.
-pub fn restore_tokens(tokens: &Mutex<HashMap<String, String>>, snapshots: &[Snapshot]) {
-    let Ok(mut tokens) = tokens.lock() else {
-        return;
-    };
-    for snap in snapshots {
-        if let Some(tok) = &snap.token {
-            tokens.insert(tok.clone(), snap.session.session_id.clone());
+/// Starts the Hyperspace service: restores its sessions, tools and held records from the store
+/// (session tokens before anything serves), then [`run`] on a task of its own.
+pub async fn start(store: Store, node: Wiring) -> Result<Started, StoreError> {
+    let tokens = Arc::new(Mutex::new(HashMap::new()));
+    let (tx, rx) = mpsc::channel(4096);
+    let restored = Restored::load(&store).await?;
+    restore_tokens(&tokens, &restored.snapshots);
+    let links = Links::default();
+    let task = tokio::spawn(run(
+        store,
+        Arc::clone(&tokens),
+        restored,
+        Parts {
+            peer_id: node.peer_id,
+            key: node.key,
+            links: links.clone(),
+            mesh: node.mesh,
+            inputs_tx: tx.clone(),
+            inputs: rx,
+            long_calls: node.long_calls,
+            payments: node.payments,
+            wallet_address: Some(node.wallet_address),
+        },
+    ));
+    let (closed, mut closed_rx) = mpsc::channel::<u64>(256);
+    let inputs = tx.clone();
+    tokio::spawn(async move {
+        while let Some(conn) = closed_rx.recv().await {
+            if inputs.send(Input::Closed(conn)).await.is_err() {
+                break;
+            }
         }
-    }
+    });
+    Ok(Started {
+        tx,
+        tokens,
+        links,
+        closed,
+        task,
+    })
 }
 
 /// Runs the service until `inputs` closes.
@@ -325,9 +371,9 @@ pub async fn run(
     store: Store,
     tokens: Arc<Mutex<HashMap<String, String>>>,
     restored: Restored,
-    wiring: HsWiring,
+    parts: Parts,
 ) {
-    let HsWiring {
+    let Parts {
         peer_id,
         key,
         links,
@@ -337,7 +383,7 @@ pub async fn run(
         long_calls,
         payments,
         wallet_address,
-    } = wiring;
+    } = parts;
     let mut svc = Service {
         sessions: Sessions::new(),
         guard: Guard::new(),
@@ -402,15 +448,15 @@ impl Service {
                 // The tool may have left with its provider meanwhile.
                 let _ = self.tools.record_invocation(&tool_id, duration_ms, success);
             }
-            Input::Call(call) if call.request.method == "tool.invoke" => self.invoke(call),
+            Input::Call(call) if call.request.method == hs_tool::INVOKE => self.invoke(call),
             Input::Call(call) if hs_guard::LONG_METHODS.contains(&call.request.method.as_str()) => {
                 self.long_call(call);
             }
-            Input::Call(call) if call.request.method == "tool.discover" => {
+            Input::Call(call) if call.request.method == hs_tool::DISCOVER => {
                 self.discover(call).await;
             }
             Input::Call(call) => {
-                let registers = call.request.method == "tool.register";
+                let registers = call.request.method == hs_tool::REGISTER;
                 let outcome = self
                     .call(
                         &call.principal,
@@ -425,11 +471,11 @@ impl Service {
                 }
             }
             Input::Gossip(check) => self.gossip(check).await,
-            Input::Peer {
+            Input::Peer(routes::Request {
                 peer,
                 data,
                 channel,
-            } => self.peer_request(peer, &data, channel).await,
+            }) => self.peer_request(peer, &data, channel).await,
             Input::RecordOffered { key, value } => self.record_offered(&key, value).await,
             Input::Subscribed(topic) => self.subscribed(&topic).await,
             Input::Learned { records, discover } => self.learned(&records, discover).await,
@@ -474,21 +520,6 @@ impl Service {
             if let Err(e) = outcome {
                 tracing::warn!(tool = %id, error = %e, "cannot store a Hyperspace tool");
             }
-        }
-    }
-
-    /// Puts the stored sessions back (their tokens are put back by [`restore_tokens`] before the
-    /// JSON-RPC face opens).
-    fn restore(&mut self, snapshots: Vec<Snapshot>) {
-        for snap in snapshots {
-            let id = snap.session.session_id.clone();
-            if let Some(b) = snap.budget {
-                self.guard.insert_budget(id.clone(), b);
-            }
-            if let Some(t) = snap.trace {
-                self.recursive.insert_trace(id.clone(), t);
-            }
-            self.sessions.insert(snap.session);
         }
     }
 
@@ -537,13 +568,13 @@ impl Service {
             Some(r) => r?,
         };
         let session_id = match method {
-            "state.createSession" => result
+            hs_state::CREATE_SESSION => result
                 .get("sessionId")
                 .and_then(Value::as_str)
                 .map(str::to_owned),
             _ => session_id_param(params).map(str::to_owned),
         };
-        if method == "state.createSession"
+        if method == hs_state::CREATE_SESSION
             && let (Some(id), Some(obj)) = (&session_id, result.as_object_mut())
         {
             let token = format!("hst_{}", random_hex(24));
@@ -552,7 +583,7 @@ impl Service {
             }
             obj.insert("sessionToken".into(), Value::String(token));
         }
-        if method == "state.endSession"
+        if method == hs_state::END_SESSION
             && let Some(id) = &session_id
         {
             self.forget_tokens(id);
@@ -590,36 +621,6 @@ impl Service {
             },
             reply,
         );
-    }
-
-    fn forget_tokens(&self, session_id: &str) {
-        if let Ok(mut t) = self.tokens.lock() {
-            t.retain(|_, s| s != session_id);
-        }
-    }
-
-    /// Writes the session's snapshot; the reply waits until it is durable.
-    async fn persist(&mut self, session_id: &str) -> Result<(), RpcError> {
-        let Some(session) = self.sessions.session(session_id) else {
-            return Ok(());
-        };
-        let token = self.tokens.lock().ok().and_then(|t| {
-            t.iter()
-                .find(|(_, s)| s.as_str() == session_id)
-                .map(|(tok, _)| tok.clone())
-        });
-        let snapshot = Snapshot {
-            session: session.clone(),
-            budget: self.guard.budget(session_id).cloned(),
-            trace: self.recursive.trace(session_id).cloned(),
-            token,
-        };
-        let json = serde_json::to_string(&snapshot)
-            .map_err(|e| RpcError::internal_error().with_message(e.to_string()))?;
-        self.store
-            .put_hs_session(session_id, &json)
-            .await
-            .map_err(|e| RpcError::internal_error().with_message(format!("storage: {e}")))
     }
 }
 

@@ -232,7 +232,54 @@ impl std::fmt::Debug for Store {
     }
 }
 
+/// Rows of a table of JSON values, by key.
+type Rows = Vec<(String, String)>;
+
 impl Store {
+    /// Opens the store off the async threads ([`Store::open`] on a blocking thread).
+    pub async fn open_async(dir: &Path) -> Result<Self, StoreError> {
+        let d = dir.to_owned();
+        tokio::task::spawn_blocking(move || Self::open(&d))
+            .await
+            .map_err(|e| StoreError::Db {
+                path: dir.to_owned(),
+                message: e.to_string(),
+            })?
+    }
+
+    /// Runs a blocking read off the async threads.
+    pub async fn read<T: Send + 'static>(
+        &self,
+        read: fn(&Self) -> Result<T, StoreError>,
+    ) -> Result<T, StoreError> {
+        let s = self.clone();
+        tokio::task::spawn_blocking(move || read(&s))
+            .await
+            .map_err(|e| StoreError::Db {
+                path: PathBuf::from(DB_FILE),
+                message: e.to_string(),
+            })?
+    }
+
+    /// Reads stored JSON rows and parses them, skipping (and logging) unreadable ones.
+    pub async fn read_json<T: serde::de::DeserializeOwned>(
+        &self,
+        read: fn(&Self) -> Result<Rows, StoreError>,
+        what: &str,
+    ) -> Result<Vec<T>, StoreError> {
+        let rows = self.read(read).await?;
+        Ok(rows
+            .into_iter()
+            .filter_map(|(id, json)| match serde_json::from_str(&json) {
+                Ok(v) => Some(v),
+                Err(e) => {
+                    tracing::warn!(%id, error = %e, what, "a stored row is unreadable; ignored");
+                    None
+                }
+            })
+            .collect())
+    }
+
     /// Opens (or creates) `<dir>/agora.redb`, migrates it to [`SCHEMA_VERSION`] and starts the
     /// writer thread.
     pub fn open(dir: &Path) -> Result<Self, StoreError> {

@@ -42,6 +42,14 @@ fn millis(d: std::time::Duration) -> u64 {
     u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
 }
 
+/// Starts the AGTP face's name server: [`prepare`] on a blocking thread.
+pub async fn start(config: &Config, store: Store) -> Result<Face, String> {
+    let c = config.clone();
+    tokio::task::spawn_blocking(move || prepare(&c, store))
+        .await
+        .map_err(|e| e.to_string())?
+}
+
 /// Builds the name server from the configuration: its signing key (kept in the data
 /// directory), the governance keys, the federation peers, the index read back from the store,
 /// and the listener's TLS (plain on loopback unless `tls`; TLS 1.3 elsewhere unless `insecure`).

@@ -44,6 +44,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use agora_hyperspace::improving as methods;
 use agora_hyperspace::improving::gossip::{
     self, REPUTATION_PREFIX, ReputationView, TRAJECTORIES_PREFIX,
 };
@@ -63,12 +64,15 @@ use serde_json::{Value, json};
 use tokio::sync::{OwnedMutexGuard, Semaphore, mpsc, oneshot};
 use tokio::time::Instant;
 
-use super::guard::{LongCallSettings, LongCalls, spawn_call};
+use super::guard::{LongCallSettings, LongCalls};
 use super::learning::ChatConfig;
 use super::learning::llm::Chat;
+use super::service::{internal, spawn_call};
 use super::{now_ms, random_hex};
 use crate::call::Call;
+use crate::config::Config;
 use crate::mesh;
+use crate::routes::{self, CallRoute, Delivery, EventKey, EventRoute};
 use crate::store::Store;
 
 /// Calls handled at once; beyond, −32003.
@@ -89,7 +93,7 @@ const LLM_SYSTEM: &str =
 
 /// How the Self-Improving service runs (`[improving]`; `docs/node.md` "Self-improving").
 #[derive(Debug, Clone)]
-pub struct ImprovingSettings {
+pub struct Settings {
     /// Share recorded trajectories by default. Default false.
     pub share: bool,
     /// Task types whose trajectories this node learns from (subscribed at start).
@@ -114,7 +118,7 @@ pub struct ImprovingSettings {
     pub chat: Option<ChatConfig>,
 }
 
-impl Default for ImprovingSettings {
+impl Default for Settings {
     fn default() -> Self {
         Self {
             share: false,
@@ -154,6 +158,42 @@ pub enum Input {
     Status(oneshot::Sender<Value>),
 }
 
+/// The calls this service answers (`improving.*` and their `selfImproving.*` aliases).
+pub fn call_route(tx: &mpsc::Sender<Input>) -> CallRoute {
+    CallRoute::new(
+        &["improving.", "selfImproving."],
+        &[&methods::METHODS, &methods::ALIASES],
+        tx,
+        Input::Call,
+    )
+}
+
+/// The mesh events this service owns: trajectories (each waits for this service's verdict) and
+/// reputation views (a full queue loses a view; the next one replaces it anyway).
+pub fn event_routes(tx: &mpsc::Sender<Input>) -> Vec<EventRoute> {
+    vec![
+        EventRoute::new(
+            EventKey::TopicPrefix(TRAJECTORIES_PREFIX),
+            tx,
+            Delivery::Wait,
+            |e| {
+                routes::gossip(e).map(|g| Input::Trajectory {
+                    topic: g.topic,
+                    data: g.data,
+                    id: g.id,
+                    propagation_source: g.propagation_source,
+                })
+            },
+        ),
+        EventRoute::new(
+            EventKey::TopicPrefix(REPUTATION_PREFIX),
+            tx,
+            Delivery::DropWhenFull,
+            |e| routes::gossip(e).map(|g| Input::View(g.data)),
+        ),
+    ]
+}
+
 type Lib = Arc<tokio::sync::Mutex<Library>>;
 
 /// What received trajectories came to.
@@ -170,7 +210,7 @@ struct Counters {
 
 struct Shared {
     store: Store,
-    settings: ImprovingSettings,
+    settings: Settings,
     peer_id: String,
     key: SigningKey,
     mesh: mpsc::Sender<mesh::Command>,
@@ -209,10 +249,6 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
-fn internal(message: impl std::fmt::Display) -> RpcError {
-    RpcError::internal_error().with_message(message.to_string())
-}
-
 /// What the node needs from the rest of the node.
 #[derive(Debug)]
 pub struct Wiring {
@@ -227,11 +263,7 @@ pub struct Wiring {
 }
 
 /// Loads the libraries and standings (blocking: call it off the runtime's workers).
-pub fn prepare(
-    store: Store,
-    settings: ImprovingSettings,
-    wiring: Wiring,
-) -> Result<Prepared, String> {
+pub fn prepare(store: Store, settings: Settings, wiring: Wiring) -> Result<Prepared, String> {
     let mut libraries: HashMap<String, Library> = HashMap::new();
     for (task, row) in store.hs_trajectories().map_err(|e| e.to_string())? {
         match serde_json::from_str::<Held>(&row) {
@@ -298,6 +330,43 @@ pub fn prepare(
             runtime: wiring.runtime,
         }),
     })
+}
+
+impl Settings {
+    /// The settings `config` asks for (`[improving]`).
+    pub fn from_config(config: &Config) -> Self {
+        let c = &config.improving;
+        Self {
+            share: c.share,
+            task_types: c.task_types.clone(),
+            max_library: c.max_library,
+            max_task_types: c.max_task_types,
+            min_reward: c.min_reward,
+            chat: c.endpoint.base_url.as_ref().map(|base_url| ChatConfig {
+                base_url: base_url.clone(),
+                model: c.endpoint.model.clone().unwrap_or_default(),
+                api_key: c.endpoint.api_key.clone(),
+                timeout: Duration::from_millis(c.timeout_ms),
+            }),
+            ..Self::default()
+        }
+    }
+}
+
+/// Starts the Self-Improving service: its settings from `config`, [`prepare`] on a blocking
+/// thread (it loads the libraries), then [`run`] on a task of its own. Returns its input.
+pub async fn start(
+    config: &Config,
+    store: Store,
+    wiring: Wiring,
+) -> Result<mpsc::Sender<Input>, String> {
+    let settings = Settings::from_config(config);
+    let improving = tokio::task::spawn_blocking(move || prepare(store, settings, wiring))
+        .await
+        .map_err(|e| e.to_string())??;
+    let (tx, rx) = mpsc::channel(1024);
+    tokio::spawn(run(improving, rx));
+    Ok(tx)
 }
 
 /// Runs the service until `inputs` closes.
@@ -489,13 +558,9 @@ impl Shared {
     }
 
     async fn call(self: &Arc<Self>, method: &str, params: &Value) -> Result<Value, RpcError> {
-        let name = method
-            .strip_prefix("selfImproving.")
-            .or_else(|| method.strip_prefix("improving."))
-            .unwrap_or(method);
-        match name {
-            "recordTrajectory" => self.record(params).await,
-            "getExemplars" => {
+        match methods::canonical(method) {
+            Some(methods::RECORD_TRAJECTORY) => self.record(params).await,
+            Some(methods::GET_EXEMPLARS) => {
                 let p = ExemplarParams::parse(params)?;
                 let Some(l) = self.library(&p.task_type) else {
                     return Ok(json!({"exemplars": [], "librarySize": 0, "avgReward": 0.0}));
@@ -525,7 +590,7 @@ impl Shared {
                 })
                 .await
             }
-            "curate" => {
+            Some(methods::CURATE) => {
                 let p = CurateParams::parse(params)?;
                 let Some(l) = self.library(&p.task_type) else {
                     return Ok(json!({"kept": 0, "pruned": 0, "librarySize": 0, "prunedIds": []}));
@@ -549,8 +614,8 @@ impl Shared {
                 })
                 .await
             }
-            "augment" => self.augment(method, params).await,
-            "assessDifficulty" => {
+            Some(methods::AUGMENT) => self.augment(method, params).await,
+            Some(methods::ASSESS_DIFFICULTY) => {
                 let p = DifficultyParams::parse(params)?;
                 let l = self.library(&p.task_type);
                 let guard = match l {
@@ -572,7 +637,7 @@ impl Shared {
                     })
                     .await
             }
-            "getLibraryStats" => {
+            Some(methods::GET_LIBRARY_STATS) => {
                 let p = StatsParams::parse(params)?;
                 let libs: Vec<Lib> = match &p.task_type {
                     Some(t) => self.library(t).into_iter().collect(),

@@ -36,6 +36,7 @@ use std::time::Duration;
 
 use agora_embed::Embedder;
 use agora_hyperspace::jsonrpc::RpcError;
+use agora_hyperspace::learning as methods;
 use agora_hyperspace::learning::params::{
     AddBulletParams, CurateParams, FeedbackParams, LearningLimits, PlaybookParams, ReflectParams,
 };
@@ -48,9 +49,12 @@ use tokio::time::Instant;
 
 pub use llm::ChatConfig;
 
-use super::guard::{LongCallSettings, LongCalls, spawn_call};
+use super::guard::{LongCallSettings, LongCalls};
 use super::now_ms;
+use super::service::{internal, spawn_call};
 use crate::call::{Call, Principal};
+use crate::config::Config;
+use crate::routes::CallRoute;
 use crate::store::Store;
 
 /// Calls handled at once; beyond, −32003.
@@ -73,7 +77,7 @@ pub enum ReflectorChoice {
 
 /// How the learning service runs (`[learning]`; `docs/node.md` "Learning").
 #[derive(Debug, Clone)]
-pub struct LearningSettings {
+pub struct Settings {
     /// Most playbooks. Default 1,000.
     pub max_playbooks: usize,
     /// Bounds of one playbook.
@@ -89,7 +93,7 @@ pub struct LearningSettings {
     pub reflector: ReflectorChoice,
 }
 
-impl Default for LearningSettings {
+impl Default for Settings {
     fn default() -> Self {
         Self {
             max_playbooks: 1_000,
@@ -111,6 +115,11 @@ pub enum Input {
     Status(oneshot::Sender<Value>),
 }
 
+/// The calls this service answers (`learning.*`).
+pub fn call_route(tx: &mpsc::Sender<Input>) -> CallRoute {
+    CallRoute::new(&["learning."], &[&methods::METHODS], tx, Input::Call)
+}
+
 /// cl100k BPE as a token counter.
 struct Cl100k(tiktoken_rs::CoreBPE);
 
@@ -127,7 +136,7 @@ const STATUS_LIST: usize = 20;
 
 struct Shared {
     store: Store,
-    settings: LearningSettings,
+    settings: Settings,
     embedder: Option<Arc<dyn Embedder>>,
     counter: Arc<Cl100k>,
     chat: Option<llm::Chat>,
@@ -152,7 +161,7 @@ impl std::fmt::Debug for Prepared {
 /// passing the runtime's handle). `embedder` finds near-duplicate bullets.
 pub fn prepare(
     store: Store,
-    settings: LearningSettings,
+    settings: Settings,
     embedder: Option<Arc<dyn Embedder>>,
     runtime: tokio::runtime::Handle,
 ) -> Result<Prepared, String> {
@@ -213,6 +222,49 @@ pub fn prepare(
             runtime,
         }),
     })
+}
+
+impl Settings {
+    /// The settings `config` asks for (`[learning]`).
+    pub fn from_config(config: &Config) -> Self {
+        let l = &config.learning;
+        Self {
+            max_playbooks: l.max_playbooks,
+            playbook: PlaybookLimits {
+                max_bullets: l.max_bullets,
+                ..PlaybookLimits::default()
+            },
+            reflector: match l.reflector.as_str() {
+                "openai" => ReflectorChoice::OpenAi(ChatConfig {
+                    base_url: l.endpoint.base_url.clone().unwrap_or_default(),
+                    model: l.endpoint.model.clone().unwrap_or_default(),
+                    api_key: l.endpoint.api_key.clone(),
+                    timeout: Duration::from_millis(l.timeout_ms),
+                }),
+                _ => ReflectorChoice::Builtin,
+            },
+            ..Self::default()
+        }
+    }
+}
+
+/// Starts the learning service: its settings from `config`, [`prepare`] on a blocking thread
+/// (it loads the playbooks and the tokenizer), then [`run`] on a task of its own. `embedder`
+/// finds near-duplicate bullets. Returns its input.
+pub async fn start(
+    config: &Config,
+    store: Store,
+    embedder: Arc<dyn Embedder>,
+) -> Result<mpsc::Sender<Input>, String> {
+    let settings = Settings::from_config(config);
+    let rt = tokio::runtime::Handle::current();
+    let learning =
+        tokio::task::spawn_blocking(move || prepare(store, settings, Some(embedder), rt))
+            .await
+            .map_err(|e| e.to_string())??;
+    let (tx, rx) = mpsc::channel(1024);
+    tokio::spawn(run(learning, rx));
+    Ok(tx)
 }
 
 /// Runs the learning task until `inputs` closes.
@@ -284,10 +336,6 @@ fn snapshot(p: &Playbook) -> Fingerprints {
             )
         })
         .collect()
-}
-
-fn internal(message: impl std::fmt::Display) -> RpcError {
-    RpcError::internal_error().with_message(message.to_string())
 }
 
 fn bullet_json(b: &agora_hyperspace::learning::Bullet) -> Value {
@@ -379,7 +427,7 @@ impl Shared {
     ) -> Result<Value, RpcError> {
         let limits = &self.settings.limits;
         match method {
-            "learning.getPlaybook" => {
+            methods::GET_PLAYBOOK => {
                 let p = PlaybookParams::parse(params)?;
                 let book = self.find(&Self::key(principal, &p.playbook_id), &p.playbook_id)?;
                 let book = book.lock().await;
@@ -390,7 +438,7 @@ impl Shared {
                     "tokenCount": book.token_count(),
                 }))
             }
-            "learning.getStats" => {
+            methods::GET_STATS => {
                 let p = PlaybookParams::parse(params)?;
                 let book = self.find(&Self::key(principal, &p.playbook_id), &p.playbook_id)?;
                 let stats = book.lock().await.stats();
@@ -406,7 +454,7 @@ impl Shared {
                     "version": stats.version,
                 }))
             }
-            "learning.feedback" => {
+            methods::FEEDBACK => {
                 let p = FeedbackParams::parse(params)?;
                 let book = self.find(&Self::key(principal, &p.playbook_id), &p.playbook_id)?;
                 let key = Self::key(principal, &p.playbook_id);
@@ -420,7 +468,7 @@ impl Shared {
                 })
                 .await
             }
-            "learning.addBullet" => {
+            methods::ADD_BULLET => {
                 let p = AddBulletParams::parse(params, limits)?;
                 let key = Self::key(principal, &p.playbook_id);
                 let guard = self.find_or_create(&key)?.lock_owned().await;
@@ -449,7 +497,7 @@ impl Shared {
                 })
                 .await
             }
-            "learning.curate" => {
+            methods::CURATE => {
                 let p = CurateParams::parse(params, limits)?;
                 let key = Self::key(principal, &p.playbook_id);
                 let guard = self.find(&key, &p.playbook_id)?.lock_owned().await;
@@ -466,7 +514,7 @@ impl Shared {
                 })
                 .await
             }
-            "learning.reflect" => {
+            methods::REFLECT => {
                 let p = ReflectParams::parse(params, limits)?;
                 let key = Self::key(principal, &p.playbook_id);
                 let existing = self.lock_books().get(&key).cloned();

@@ -10,15 +10,18 @@
 //!
 //! | module | owns |
 //! |---|---|
-//! | this one | the memory task: JSON-RPC calls, node-to-node requests (`/agora/memory/1.0.0`), gossip on the sync topic, heartbeats, re-replication and anti-entropy rounds |
+//! | this one | the memory task, its inputs and wiring: heartbeats, the rounds' timing, the status section |
+//! | [`calls`] | the JSON-RPC methods (`memory.*`): embedding, replication, finding, searching |
+//! | [`peer`] | node-to-node requests (`/agora/memory/1.0.0`) |
+//! | [`sync`] | gossip on the sync topic, anti-entropy rounds, re-replication |
 //! | [`members`] | the members of this node's ring view (signed heartbeats, expiry, suspicion) |
 //! | [`shard`] | the memories this node holds: redb table `hs_memories`, the in-memory table, one vector index per embedder |
 //! | [`vault`] | encryption at rest (XChaCha20-Poly1305, key file `memory.key`) |
 //! | [`embedders`] | the embedders (all-MiniLM-L6-v2 when installed, the lexical fallback) |
 //!
 //! Work that costs CPU runs on threads, never on an async task: embeddings and vector searches
-//! on the memory worker pool ([`MemorySettings::workers`] threads, each call within
-//! [`MemorySettings::budget`]), so that `state.*` and `guard.*` calls, which the Hyperspace
+//! on the memory worker pool ([`Settings::workers`] threads, each call within
+//! [`Settings::budget`]), so that `state.*` and `guard.*` calls, which the Hyperspace
 //! service answers on its own task, are never behind an embedding; the anti-entropy scan (one
 //! owner lookup per held memory and the digests, about 0.1 s at 100,000) on one background
 //! worker of its own at a lowered priority, so that it never takes a worker from a call nor
@@ -34,19 +37,22 @@
 //! way and also gossiped (signed v2 envelopes) on the sync topic.
 //!
 //! Bounds on other nodes: a node-to-node request is decoded against the same size limits as a
-//! call ([`MemoryLimits`]); each peer may send [`MemorySettings::peer_rate`] requests per second
+//! call ([`MemoryLimits`]); each peer may send [`Settings::peer_rate`] requests per second
 //! (bursts of twice as many) with at most [`PEER_IN_FLIGHT`] of them in flight, and all peers
 //! share [`PEER_REQUESTS`] slots (calls have their own [`IN_FLIGHT`]). A request beyond any of
 //! these is answered at once with an `Error` (−32003, "Rate Limited: …"), never queued. A peer
 //! writing through a batch of up to 128 stores at once is never refused; beyond that its writes
 //! may come back −32007.
 
+mod calls;
 mod embedders;
 mod members;
+mod peer;
 mod shard;
+mod sync;
 mod vault;
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -54,6 +60,7 @@ use std::time::Duration;
 
 use agora_bucket::{Decision, RateConfig, RateLimiter};
 use agora_hyperspace::jsonrpc::{RpcCode, RpcError};
+use agora_hyperspace::memory as methods;
 use agora_hyperspace::memory::params::{
     ArchiveParams, DeleteParams, GetParams, ListParams, MemoryLimits, SearchParams, StoreParams,
 };
@@ -76,10 +83,13 @@ use members::Members;
 use shard::Shard;
 use vault::Vault;
 
-use super::guard::{LongCallSettings, LongCalls, spawn_call};
+use super::guard::{LongCallSettings, LongCalls};
+use super::service::{Counters, PeerLink, Unanswered, internal, invalid, spawn_call};
 use super::{now_ms, random_hex};
 use crate::call::{Call, Principal};
+use crate::config::Config;
 use crate::mesh;
+use crate::routes::{self, CallRoute, Delivery, EventKey, EventRoute};
 use crate::store::Store;
 
 /// The gossip topic of memory synchronisation (spec §2.1).
@@ -111,7 +121,7 @@ const SYNC_FANOUT: usize = 8;
 
 /// How the memory service runs (`[memory]` in `agora.toml`; `docs/node.md` "Memory").
 #[derive(Debug, Clone)]
-pub struct MemorySettings {
+pub struct Settings {
     /// Does this node hold memories (join the ring)? Default true.
     pub serve: bool,
     /// Which embedder embeds new memories and queries.
@@ -137,7 +147,7 @@ pub struct MemorySettings {
     pub peer_rate: f64,
 }
 
-impl Default for MemorySettings {
+impl Default for Settings {
     fn default() -> Self {
         Self {
             serve: true,
@@ -161,31 +171,46 @@ pub enum Input {
     /// A `memory.*` JSON-RPC call.
     Call(Call),
     /// A node-to-node request on `/agora/memory/1.0.0`.
-    Peer {
-        /// The requesting node.
-        peer: PeerId,
-        /// The request's bytes.
-        data: Vec<u8>,
-        /// Where the response goes.
-        channel: ResponseChannel<Vec<u8>>,
-    },
+    Peer(routes::Request),
     /// A verified envelope from the sync topic.
     Gossip(Vec<u8>),
     /// Report the service's state (`/status` `memory`).
     Status(oneshot::Sender<Value>),
 }
 
+/// The calls this service answers (`memory.*`).
+pub fn call_route(tx: &mpsc::Sender<Input>) -> CallRoute {
+    CallRoute::new(&["memory."], &[&methods::METHODS], tx, Input::Call)
+}
+
+/// The mesh events this service owns: the sync topic (a full queue loses a sync message, which
+/// anti-entropy makes up for) and requests on `/agora/memory/1.0.0`.
+pub fn event_routes(tx: &mpsc::Sender<Input>) -> Vec<EventRoute> {
+    vec![
+        EventRoute::new(
+            EventKey::Topic(SYNC_TOPIC),
+            tx,
+            Delivery::DropWhenFull,
+            |e| routes::gossip(e).map(|g| Input::Gossip(g.data)),
+        ),
+        EventRoute::new(
+            EventKey::Proto(mesh::Proto::Memory),
+            tx,
+            Delivery::Wait,
+            |e| routes::request(e).map(Input::Peer),
+        ),
+    ]
+}
+
 /// What the memory task needs from the node.
 #[derive(Debug)]
-pub struct MemoryWiring {
+pub struct Wiring {
     /// This node's PeerId.
     pub peer_id: String,
     /// The node's key (signs heartbeats and sync messages).
     pub key: SigningKey,
     /// Commands to the mesh.
     pub mesh: mpsc::Sender<mesh::Command>,
-    /// The task's input.
-    pub inputs: mpsc::Receiver<Input>,
 }
 
 /// A message on the sync topic (the `d` of a v2 envelope signed by its sender).
@@ -225,13 +250,15 @@ struct Shared {
     members: Mutex<Members>,
     embedders: Embedders,
     pool: LongCalls,
-    settings: MemorySettings,
+    settings: Settings,
     in_flight: Arc<Semaphore>,
     /// Slots of node-to-node requests.
     peer_slots: Arc<Semaphore>,
     /// Node-to-node requests in flight, by peer (entries at zero are removed).
     peer_in_flight: Mutex<HashMap<PeerId, usize>>,
-    counters: Mutex<BTreeMap<&'static str, u64>>,
+    counters: Counters,
+    /// Requests and responses on `/agora/memory/1.0.0`.
+    link: PeerLink,
     /// The view changed (a heartbeat, a failure) and no round has run since.
     ring_dirty: AtomicBool,
     /// Anti-entropy's version lists, made on the background pool with the shard's generation,
@@ -291,7 +318,7 @@ impl Prepared {
 pub fn prepare(
     data_dir: &std::path::Path,
     store: Store,
-    settings: MemorySettings,
+    settings: Settings,
     peer_id: &str,
     key: SigningKey,
     mesh: mpsc::Sender<mesh::Command>,
@@ -327,6 +354,10 @@ pub fn prepare(
         shared: Arc::new(Shared {
             me: peer_id.to_owned(),
             key,
+            link: PeerLink {
+                mesh: mesh.clone(),
+                proto: mesh::Proto::Memory,
+            },
             mesh,
             shard,
             members: Mutex::new(Members::new(peer_id, settings.serve)),
@@ -336,7 +367,7 @@ pub fn prepare(
             peer_slots: Arc::new(Semaphore::new(PEER_REQUESTS)),
             peer_in_flight: Mutex::new(HashMap::new()),
             settings,
-            counters: Mutex::new(BTreeMap::new()),
+            counters: Counters::default(),
             ring_dirty: AtomicBool::new(false),
             versions_cache: Mutex::new(None),
             versions_scan: tokio::sync::Mutex::new(()),
@@ -344,6 +375,61 @@ pub fn prepare(
             last_check: Mutex::new(None),
         }),
     })
+}
+
+impl Settings {
+    /// The settings `config` asks for (`[memory]`; models under the data directory).
+    pub fn from_config(config: &Config) -> Result<Self, String> {
+        let m = &config.memory;
+        Ok(Self {
+            serve: m.serve,
+            embedder: EmbedderChoice::from_config(
+                &m.embedder,
+                m.endpoint.base_url.as_deref(),
+                m.endpoint.model.as_deref(),
+                m.endpoint.api_key.as_deref(),
+            )?,
+            model_dir: agora_embed::model_dir(&config.data),
+            workers: m.workers,
+            max_memories: m.max_memories,
+            peer_rate: m.peer_rate,
+            ..Self::default()
+        })
+    }
+}
+
+/// The running memory service, as the node holds it.
+#[derive(Debug)]
+pub struct Started {
+    /// Its input.
+    pub tx: mpsc::Sender<Input>,
+    /// The embedder of new memories (learning uses it for near-duplicate bullets).
+    pub embedder: Arc<dyn agora_embed::Embedder>,
+}
+
+/// Starts the memory service: its settings from `config`, [`prepare`] on a blocking thread (it
+/// reads every stored memory), then [`run`] on a task of its own.
+pub async fn start(config: &Config, store: Store, wiring: Wiring) -> Result<Started, String> {
+    let settings = Settings::from_config(config)?;
+    let data = config.data.clone();
+    let Wiring { peer_id, key, mesh } = wiring;
+    let memory =
+        tokio::task::spawn_blocking(move || prepare(&data, store, settings, &peer_id, key, mesh))
+            .await
+            .map_err(|e| e.to_string())??;
+    let embedder = memory.embedder();
+    if embedder == agora_embed::Lexical::ID {
+        tracing::warn!(
+            "memory: no MiniLM model installed, embedding with the built-in lexical embedder \
+             (install the model with `agora memory install-model`)"
+        );
+    } else {
+        tracing::info!(embedder, "memory embedder");
+    }
+    let embedder = memory.default_embedder();
+    let (tx, rx) = mpsc::channel(4096);
+    tokio::spawn(run(memory, rx));
+    Ok(Started { tx, embedder })
 }
 
 /// Runs the memory task until `inputs` closes.
@@ -413,11 +499,11 @@ pub async fn run(prepared: Prepared, mut inputs: mpsc::Receiver<Input>) {
                     async move |who, method, params| s.call(&who, &method, Some(&params)).await,
                 );
             }
-            Input::Peer {
+            Input::Peer(routes::Request {
                 peer,
                 data,
                 channel,
-            } => {
+            }) => {
                 let now = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
                 let refused = match peer_rates.check(&peer.to_string(), now) {
                     Decision::Allowed => None,
@@ -512,15 +598,6 @@ impl Drop for PeerSlot {
     }
 }
 
-/// −32602 with `message`.
-fn invalid(message: impl Into<String>) -> RpcError {
-    RpcError::invalid_params().with_message(message.into())
-}
-
-fn internal(message: impl std::fmt::Display) -> RpcError {
-    RpcError::internal_error().with_message(message.to_string())
-}
-
 fn replication_failed(required: usize, acknowledged: usize) -> RpcError {
     RpcError::from_code(RpcCode::REPLICATION_FAILED)
         .with_message(format!(
@@ -576,9 +653,7 @@ impl Shared {
     }
 
     fn count(&self, what: &'static str) {
-        if let Ok(mut c) = self.counters.lock() {
-            *c.entry(what).or_insert(0) += 1;
-        }
+        self.counters.count(what);
     }
 
     /// Whether a failure or a heartbeat changed the ring since the last call.
@@ -593,15 +668,7 @@ impl Shared {
 
     fn status(&self) -> Value {
         let mut members = self.lock_members();
-        let counters = self
-            .counters
-            .lock()
-            .map(|c| {
-                c.iter()
-                    .map(|(k, v)| ((*k).to_owned(), json!(v)))
-                    .collect::<serde_json::Map<_, _>>()
-            })
-            .unwrap_or_default();
+        let counters = self.counters.json();
         let held = self.shard.len();
         let ring: Vec<Value> = members
             .view()
@@ -642,827 +709,8 @@ impl Shared {
         })
     }
 
-    async fn publish(&self, message: &SyncMessage) {
-        let Ok(d) = serde_json::to_string(message) else {
-            return;
-        };
-        match agora_hyperspace::envelope::sign(&self.key, SYNC_TOPIC, now_ms(), &random_hex(16), &d)
-        {
-            Ok(env) => {
-                let _ = self
-                    .mesh
-                    .send(mesh::Command::Publish {
-                        topic: SYNC_TOPIC.to_owned(),
-                        data: env.into_bytes(),
-                    })
-                    .await;
-            }
-            Err(e) => tracing::warn!(error = %e, "cannot sign a memory sync message"),
-        }
-    }
-
-    async fn respond(&self, channel: ResponseChannel<Vec<u8>>, response: &MemoryResponse) {
-        let data = response.encode();
-        let _ = self
-            .mesh
-            .send(mesh::Command::Respond {
-                proto: mesh::Proto::Memory,
-                channel,
-                data,
-            })
-            .await;
-    }
-
-    /// Sends `request` to `peer`; a peer that cannot be reached is suspected (it leaves the view
-    /// until its next heartbeat).
-    async fn request(
-        &self,
-        peer: &str,
-        request: &MemoryRequest,
-        timeout: Duration,
-    ) -> Result<MemoryResponse, String> {
-        let target: PeerId = peer.parse().map_err(|_| format!("bad peer id {peer}"))?;
-        let (reply, answer) = oneshot::channel();
-        self.mesh
-            .send(mesh::Command::SendDirect {
-                proto: mesh::Proto::Memory,
-                peer: target,
-                data: request.encode(),
-                reply,
-            })
-            .await
-            .map_err(|_| "the node is shutting down".to_owned())?;
-        let outcome = match tokio::time::timeout(timeout, answer).await {
-            Ok(Ok(Ok(bytes))) => MemoryResponse::decode(&bytes, &self.settings.limits)
-                .map_err(|e| format!("bad answer: {e}")),
-            Ok(Ok(Err(e))) => Err(e),
-            Ok(Err(_)) => Err("the request was dropped".to_owned()),
-            Err(_) => Err("no answer in time".to_owned()),
-        };
-        if outcome.is_err() {
-            self.count("requests_failed");
-            if self.lock_members().suspect(peer, now_ms()) {
-                self.mark_ring_change();
-            }
-        }
-        outcome
-    }
-
-    /// Embeds `text` with the default embedder on the worker pool.
-    async fn embed(&self, method: &str, text: String) -> Result<(String, Vec<f32>), RpcError> {
-        let embedder = self.embedders.default_embedder();
-        let deadline = Instant::now() + self.settings.budget;
-        self.pool
-            .run(method, deadline, move || {
-                let mut v = embedder
-                    .embed(&[text.as_str()])
-                    .map_err(|e| internal(format!("embedding failed: {e}")))?;
-                let vector = v.pop().ok_or_else(|| internal("embedding failed"))?;
-                Ok((embedder.id().to_owned(), vector))
-            })
-            .await
-    }
-
-    async fn call(
-        self: &Arc<Self>,
-        principal: &Principal,
-        method: &str,
-        params: Option<&Value>,
-    ) -> Result<Value, RpcError> {
-        let null = Value::Null;
-        let p = params.unwrap_or(&null);
-        let limits = &self.settings.limits;
-        match method {
-            "memory.store" => self.store(principal, StoreParams::parse(p, limits)?).await,
-            "memory.search" => {
-                self.search(principal, SearchParams::parse(p, limits)?)
-                    .await
-            }
-            "memory.get" => {
-                let params = GetParams::parse(p, limits)?;
-                match self.find(&params.id, true).await {
-                    Some(Entry::Live(r)) if visible(principal, &r) => Ok(record_json(&r)),
-                    _ => Err(not_found(&params.id)),
-                }
-            }
-            "memory.list" => self.list(principal, ListParams::parse(p, limits)?).await,
-            "memory.delete" => {
-                self.delete(principal, DeleteParams::parse(p, limits)?)
-                    .await
-            }
-            "memory.archive" => {
-                self.archive(principal, ArchiveParams::parse(p, limits)?)
-                    .await
-            }
-            _ => Err(RpcError::method_not_found()
-                .with_data(Value::String(format!("unknown method {method:?}")))),
-        }
-    }
-
-    async fn store(
-        self: &Arc<Self>,
-        principal: &Principal,
-        params: StoreParams,
-    ) -> Result<Value, RpcError> {
-        let session_id = scope(principal, params.session_id.as_deref())?;
-        let (embedder, vector) = self.embed("memory.store", params.content.clone()).await?;
-        let mut random = [0u8; 12];
-        getrandom::fill(&mut random).map_err(|_| internal("no system randomness"))?;
-        let id = new_memory_id(random);
-        let owners = self.owners(&id);
-        let Some(primary) = owners.first().cloned() else {
-            return Err(replication_failed(1, 0));
-        };
-        let now = now_ms();
-        let record = MemoryRecord {
-            id: id.clone(),
-            content: params.content,
-            session_id,
-            metadata: params.metadata,
-            tier: params.tier,
-            created_at: now,
-            embedder,
-            vector,
-            peer_id: primary.clone(),
-            version: Version {
-                timestamp_ms: now,
-                peer_id: self.me.clone(),
-            },
-        };
-        let entry = Entry::Live(record);
-        let acked = self.replicate(&entry, &owners).await;
-        let required = self.required();
-        if acked.len() >= required {
-            self.count("stored");
-            return Ok(json!({ "id": id, "peerId": primary, "replicas": acked.len() }));
-        }
-        // Undo: a newer tombstone to every owner that took it, so nothing is half visible.
-        let undo = Entry::Tombstone(Tombstone {
-            id: id.clone(),
-            deleted_at: now_ms(),
-            version: Version {
-                timestamp_ms: now.saturating_add(1).max(now_ms()),
-                peer_id: self.me.clone(),
-            },
-        });
-        self.replicate(&undo, &acked).await;
-        self.count("store_failed");
-        Err(replication_failed(required, acked.len()))
-    }
-
-    /// Replicas a write needs now: `min(3, members)`, at least 1.
-    fn required(&self) -> usize {
-        self.lock_members().len().clamp(1, REPLICAS)
-    }
-
-    /// Members that together own every key (this node first when it serves): whom a search or
-    /// a list asks.
-    fn cover(&self) -> Vec<String> {
-        let members = self.lock_members();
-        let first = if members.serves() {
-            self.me.as_str()
-        } else {
-            ""
-        };
-        members
-            .ring()
-            .cover(first)
-            .into_iter()
-            .map(str::to_owned)
-            .collect()
-    }
-
-    /// The owners of `id` in this node's view, primary first.
-    fn owners(&self, id: &str) -> Vec<String> {
-        self.lock_members()
-            .ring()
-            .owners(id)
-            .into_iter()
-            .map(str::to_owned)
-            .collect()
-    }
-
-    /// Sends `entry` to `targets` (this node applies it itself) and returns those that hold it
-    /// durably.
-    async fn replicate(self: &Arc<Self>, entry: &Entry, targets: &[String]) -> Vec<String> {
-        let timeout = self.settings.replicate_timeout;
-        let sends = targets.iter().map(|t| async move {
-            let ok = if *t == self.me {
-                match self.shard.apply(entry).await {
-                    Ok(_) => true,
-                    Err(e) => {
-                        tracing::warn!(error = %e, "cannot hold a memory");
-                        false
-                    }
-                }
-            } else {
-                let put = MemoryRequest::Put {
-                    entry: entry.clone(),
-                };
-                matches!(
-                    self.request(t, &put, timeout).await,
-                    Ok(MemoryResponse::Ack { durable: true })
-                )
-            };
-            ok.then(|| t.clone())
-        });
-        join_all(sends).await.into_iter().flatten().collect()
-    }
-
-    /// The newest entry of `id` among its owners (then a few other members), with its vector
-    /// when `full`.
-    async fn find(self: &Arc<Self>, id: &str, full: bool) -> Option<Entry> {
-        let owners = self.owners(id);
-        let mut asked: Vec<String> = owners.clone();
-        let others: Vec<String> = self.lock_members().others();
-        asked.extend(
-            others
-                .into_iter()
-                .filter(|m| !owners.contains(m))
-                .take(FALLBACK_ASKS),
-        );
-        let mut best: Option<Entry> = self.local(id, full);
-        let timeout = self.settings.gather_timeout;
-        let asks = asked.iter().filter(|m| **m != self.me).map(|m| async move {
-            match self
-                .request(m, &MemoryRequest::Get { id: id.to_owned() }, timeout)
-                .await
-            {
-                Ok(MemoryResponse::Found { entry }) if entry.id() == id => Some(entry),
-                _ => None,
-            }
-        });
-        for entry in join_all(asks).await.into_iter().flatten() {
-            let newer = best.as_ref().is_none_or(|b| {
-                agora_hyperspace::memory::record::merge(Some(b), &entry)
-                    == agora_hyperspace::memory::record::Resolution::Replace
-            });
-            if newer {
-                best = Some(entry);
-            }
-        }
-        best
-    }
-
-    fn local(&self, id: &str, full: bool) -> Option<Entry> {
-        if full {
-            self.shard.get_full(id)
-        } else {
-            self.shard.get(id)
-        }
-    }
-
-    async fn search(
-        self: &Arc<Self>,
-        principal: &Principal,
-        params: SearchParams,
-    ) -> Result<Value, RpcError> {
-        let started = Instant::now();
-        let session_id = scope(principal, params.session_id.as_deref())?;
-        let (embedder, vector) = self.embed("memory.search", params.query.clone()).await?;
-        let embedded = started.elapsed();
-        let request = MemoryRequest::Search {
-            query: params.query.clone(),
-            vector,
-            embedder: embedder.clone(),
-            session_id,
-            tier: params.tier,
-            limit: u32::try_from(params.limit).unwrap_or(u32::MAX),
-            threshold: params.threshold,
-        };
-        let cover = self.cover();
-        let timeout = self.settings.gather_timeout;
-        let asks = cover.iter().map(|m| {
-            let request = &request;
-            async move {
-                if *m == self.me {
-                    self.local_search(request.clone()).await.ok()
-                } else {
-                    match self.request(m, request, timeout).await {
-                        Ok(MemoryResponse::Hits { hits, skipped }) => Some((hits, skipped)),
-                        _ => None,
-                    }
-                }
-            }
-        });
-        let answers = join_all(asks).await;
-        let answered = answers.iter().filter(|a| a.is_some()).count();
-        let mut skipped: Vec<String> = Vec::new();
-        let mut partials = Vec::new();
-        for (hits, s) in answers.into_iter().flatten() {
-            partials.push(hits);
-            skipped.extend(s);
-        }
-        skipped.sort();
-        skipped.dedup();
-        let hits = merge_hits(partials, params.limit, params.threshold);
-        let took = started.elapsed();
-        if took >= SLOW_SEARCH {
-            tracing::info!(
-                ms = took.as_secs_f64() * 1e3,
-                embed_ms = embedded.as_secs_f64() * 1e3,
-                gather_ms = (took - embedded).as_secs_f64() * 1e3,
-                asked = cover.len(),
-                answered,
-                "memory.search was slow"
-            );
-        }
-        let memories: Vec<Value> = hits.iter().map(hit_json).collect();
-        let mut out = json!({
-            "memories": memories,
-            "searchTime": u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
-            "embedder": embedder,
-        });
-        if let Some(o) = out.as_object_mut() {
-            if !skipped.is_empty() {
-                o.insert("skippedEmbedders".into(), json!(skipped));
-            }
-            if answered < cover.len() {
-                o.insert(
-                    "partial".into(),
-                    json!({ "asked": cover.len(), "answered": answered }),
-                );
-            }
-        }
-        Ok(out)
-    }
-
-    /// This node's part of a search, on the worker pool: the memories of the query's embedder
-    /// with its vector; those of another embedder this node has, with the query re-embedded;
-    /// the rest skipped.
-    async fn local_search(
-        self: &Arc<Self>,
-        request: MemoryRequest,
-    ) -> Result<(Vec<SearchHit>, Vec<String>), RpcError> {
-        let MemoryRequest::Search {
-            query,
-            vector,
-            embedder,
-            session_id,
-            tier,
-            limit,
-            threshold,
-        } = request
-        else {
-            return Err(internal("not a search"));
-        };
-        let s = Arc::clone(self);
-        let deadline = Instant::now() + self.settings.budget;
-        self.pool
-            .run("memory.search", deadline, move || {
-                let limit = usize::try_from(limit).unwrap_or(usize::MAX);
-                let mut partials = Vec::new();
-                let mut skipped = Vec::new();
-                for held in s.shard.embedders() {
-                    let q = if held == embedder {
-                        vector.clone()
-                    } else if let Some(e) = s.embedders.get(&held) {
-                        match e.embed(&[query.as_str()]) {
-                            Ok(mut v) => v.pop().unwrap_or_default(),
-                            Err(_) => {
-                                skipped.push(held);
-                                continue;
-                            }
-                        }
-                    } else {
-                        skipped.push(held);
-                        continue;
-                    };
-                    partials.push(s.shard.search(
-                        &held,
-                        &q,
-                        tier,
-                        session_id.as_deref(),
-                        limit,
-                        threshold,
-                    ));
-                }
-                Ok((merge_hits(partials, limit, threshold), skipped))
-            })
-            .await
-    }
-
-    async fn list(
-        self: &Arc<Self>,
-        principal: &Principal,
-        params: ListParams,
-    ) -> Result<Value, RpcError> {
-        let session = scope(principal, Some(&params.session_id))?
-            .unwrap_or_else(|| params.session_id.clone());
-        let want = params.offset.saturating_add(params.limit);
-        let request = MemoryRequest::List {
-            session_id: session.clone(),
-            limit: u32::try_from(want).unwrap_or(u32::MAX),
-            offset: 0,
-        };
-        let cover = self.cover();
-        let timeout = self.settings.gather_timeout;
-        let asks = cover.iter().map(|m| {
-            let request = &request;
-            let session = &session;
-            async move {
-                if *m == self.me {
-                    Some(self.shard.list(session, want))
-                } else {
-                    match self.request(m, request, timeout).await {
-                        Ok(MemoryResponse::Listed { entries, total }) => Some((entries, total)),
-                        _ => None,
-                    }
-                }
-            }
-        });
-        let mut newest: HashMap<String, MemoryRecord> = HashMap::new();
-        let mut most = 0u64;
-        let mut complete = true;
-        for (entries, total) in join_all(asks).await.into_iter().flatten() {
-            most = most.max(total);
-            complete &= total <= entries.len() as u64;
-            for e in entries {
-                if let Entry::Live(r) = e {
-                    let keep = newest
-                        .get(&r.id)
-                        .is_none_or(|held| held.version < r.version);
-                    if keep {
-                        newest.insert(r.id.clone(), r);
-                    }
-                }
-            }
-        }
-        let mut all: Vec<MemoryRecord> = newest.into_values().collect();
-        all.sort_by(|a, b| (a.created_at, &a.id).cmp(&(b.created_at, &b.id)));
-        let total = if complete {
-            all.len() as u64
-        } else {
-            most.max(all.len() as u64)
-        };
-        let memories: Vec<Value> = all
-            .iter()
-            .skip(params.offset)
-            .take(params.limit)
-            .map(record_json)
-            .collect();
-        Ok(json!({ "memories": memories, "total": total }))
-    }
-
-    async fn delete(
-        self: &Arc<Self>,
-        principal: &Principal,
-        params: DeleteParams,
-    ) -> Result<Value, RpcError> {
-        let existed = match self.find(&params.id, false).await {
-            Some(Entry::Live(r)) if visible(principal, &r) => true,
-            Some(Entry::Live(_)) => return Err(not_found(&params.id)),
-            _ => false,
-        };
-        if !existed {
-            return Ok(json!({ "deleted": false }));
-        }
-        let now = now_ms();
-        let tombstone = Tombstone {
-            id: params.id.clone(),
-            deleted_at: now,
-            version: Version {
-                timestamp_ms: now,
-                peer_id: self.me.clone(),
-            },
-        };
-        let owners = self.owners(&params.id);
-        let acked = self
-            .replicate(&Entry::Tombstone(tombstone.clone()), &owners)
-            .await;
-        self.publish(&SyncMessage::Delete { tombstone }).await;
-        let required = self.required();
-        if acked.len() < required {
-            return Err(replication_failed(required, acked.len()));
-        }
-        self.count("deleted");
-        Ok(json!({ "deleted": true }))
-    }
-
-    async fn archive(
-        self: &Arc<Self>,
-        principal: &Principal,
-        params: ArchiveParams,
-    ) -> Result<Value, RpcError> {
-        let Some(Entry::Live(mut record)) = self.find(&params.id, true).await else {
-            return Err(not_found(&params.id));
-        };
-        if !visible(principal, &record) {
-            return Err(not_found(&params.id));
-        }
-        let now = now_ms();
-        let version = Version {
-            timestamp_ms: now.max(record.version.timestamp_ms.saturating_add(1)),
-            peer_id: self.me.clone(),
-        };
-        record.tier = Tier::Archival;
-        record.version = version.clone();
-        let owners = self.owners(&params.id);
-        let acked = self.replicate(&Entry::Live(record), &owners).await;
-        self.publish(&SyncMessage::Tier {
-            id: params.id.clone(),
-            tier: Tier::Archival,
-            version,
-        })
-        .await;
-        let required = self.required();
-        if acked.len() < required {
-            return Err(replication_failed(required, acked.len()));
-        }
-        Ok(json!({ "archived": true, "tier": "archival" }))
-    }
-
-    /// Answers a node-to-node request.
-    async fn peer_request(self: &Arc<Self>, peer: &PeerId, data: &[u8]) -> MemoryResponse {
-        let request = match MemoryRequest::decode(data, &self.settings.limits) {
-            Ok(r) => r,
-            Err(e) => {
-                self.count("peer_requests_refused");
-                tracing::debug!(%peer, error = %e, "refused a memory request");
-                return MemoryResponse::Error {
-                    code: RpcCode::INVALID_PARAMS.0,
-                    message: e.to_string(),
-                };
-            }
-        };
-        match request {
-            MemoryRequest::Put { entry } => {
-                if !self.settings.serve {
-                    return MemoryResponse::Error {
-                        code: RpcCode::REPLICATION_FAILED.0,
-                        message: "this node does not serve memory".into(),
-                    };
-                }
-                match self.shard.apply(&entry).await {
-                    Ok(_) => MemoryResponse::Ack { durable: true },
-                    Err(e) => MemoryResponse::Error {
-                        code: RpcCode::REPLICATION_FAILED.0,
-                        message: e.to_string(),
-                    },
-                }
-            }
-            MemoryRequest::Get { id } => match self.shard.get_full(&id) {
-                Some(entry) => MemoryResponse::Found { entry },
-                None => MemoryResponse::NotHere,
-            },
-            search @ MemoryRequest::Search { .. } => match self.local_search(search).await {
-                Ok((hits, skipped)) => MemoryResponse::Hits { hits, skipped },
-                Err(e) => MemoryResponse::Error {
-                    code: e.code.0,
-                    message: e.message,
-                },
-            },
-            MemoryRequest::List {
-                session_id, limit, ..
-            } => {
-                let (entries, total) = self
-                    .shard
-                    .list(&session_id, usize::try_from(limit).unwrap_or(usize::MAX));
-                MemoryResponse::Listed { entries, total }
-            }
-            MemoryRequest::Digest {
-                peer: from,
-                digest: theirs,
-                ..
-            } => {
-                let mine = self.pair_versions(&from).await;
-                if mine.is_some_and(|m| m.digest == theirs) {
-                    MemoryResponse::DigestMatch
-                } else {
-                    MemoryResponse::DigestMismatch
-                }
-            }
-            MemoryRequest::Versions {
-                peer: from,
-                after,
-                limit,
-            } => {
-                let Some(versions) = self.pair_versions(&from).await else {
-                    return MemoryResponse::Error {
-                        code: RpcCode::RATE_LIMITED.0,
-                        message: "Rate Limited: this node's version scan is busy".into(),
-                    };
-                };
-                let limit = usize::try_from(limit.min(VERSIONS_PAGE)).unwrap_or(1);
-                let (items, next) = versions.page(after.as_deref(), limit);
-                MemoryResponse::VersionList { items, next }
-            }
-            MemoryRequest::Pull { ids } => MemoryResponse::Entries {
-                entries: ids
-                    .iter()
-                    .filter_map(|id| self.shard.get_full(id))
-                    .collect(),
-            },
-        }
-    }
-
-    /// The (id, version) of held entries whose owners, in this node's view, include both this
-    /// node and `peer`, sorted by id (the set an anti-entropy exchange with `peer` compares);
-    /// `None` when the scan did not finish within its budget.
-    async fn pair_versions(self: &Arc<Self>, peer: &str) -> Option<Arc<Versions>> {
-        let lists = self.version_lists().await?;
-        Some(lists.pairs.get(peer).cloned().unwrap_or_default())
-    }
-
-    /// Anti-entropy's lists for the current shard and view: cached; else, on the background
-    /// pool, the cached lists updated by the entries written since (same view), or made anew in
-    /// one scan (a new view: one owner lookup per held entry for every list at once).
-    async fn version_lists(self: &Arc<Self>) -> Option<Arc<SyncLists>> {
-        let _scan = self.versions_scan.lock().await;
-        let generation = self.shard.generation();
-        let (ring, members) = {
-            let m = self.lock_members();
-            let ring = m.ring().clone();
-            let members: Vec<String> = ring.members().map(str::to_owned).collect();
-            (ring, members)
-        };
-        let previous = match lock_cache(&self.versions_cache).as_ref() {
-            Some(c) if c.members == members && c.generation == generation => {
-                return Some(Arc::clone(&c.lists));
-            }
-            Some(c) if c.members == members => Some((c.snapshot.clone(), Arc::clone(&c.lists))),
-            _ => None,
-        };
-        // Taken after the generation was read: it may hold later writes too, which the next
-        // call's difference then finds again (placing an entry twice changes nothing).
-        let snapshot = self.shard.snapshot();
-        let me = self.me.clone();
-        let held = snapshot.clone();
-        let deadline = Instant::now() + SCAN_BUDGET;
-        let made = self
-            .sync_pool
-            .run("memory.sync", deadline, move || {
-                Ok(match previous {
-                    Some((before, lists)) => lists.update(&before, &held, &ring, &me),
-                    None => SyncLists::build(&held, &ring, &me),
-                })
-            })
-            .await;
-        match made {
-            Ok(lists) => {
-                let lists = Arc::new(lists);
-                *lock_cache(&self.versions_cache) = Some(CachedVersions {
-                    generation,
-                    members,
-                    snapshot,
-                    lists: Arc::clone(&lists),
-                });
-                Some(lists)
-            }
-            Err(e) => {
-                tracing::warn!(error = %e.message, "memory: the anti-entropy scan did not finish; this round is skipped");
-                None
-            }
-        }
-    }
-
-    /// One anti-entropy round: with every other member, compare digests of the entries both
-    /// should hold and exchange what differs; hand entries this node holds but does not own to
-    /// their owners.
-    async fn anti_entropy(self: &Arc<Self>) {
-        let others = self.lock_members().others();
-        let mut lacking: HashSet<String> = HashSet::new();
-        for peer in others {
-            let Some(mine) = self.pair_versions(&peer).await else {
-                return;
-            };
-            let ask = MemoryRequest::Digest {
-                peer: self.me.clone(),
-                digest: mine.digest,
-                count: mine.map.len() as u64,
-            };
-            match self
-                .request(&peer, &ask, self.settings.gather_timeout)
-                .await
-            {
-                Ok(MemoryResponse::DigestMismatch) => {
-                    lacking.extend(self.exchange(&peer, &mine.to_list()).await);
-                }
-                Ok(_) => {}
-                Err(e) => tracing::debug!(%peer, error = %e, "anti-entropy digest failed"),
-            }
-        }
-        *lock_cache(&self.last_check) = Some((now_ms(), lacking.len()));
-        self.hand_off().await;
-        self.count("sync_rounds");
-    }
-
-    /// Pages through `peer`'s versions, pushes what it lacks and pulls what it has newer; returns
-    /// the ids it lacked or held older (none when its versions could not be read).
-    async fn exchange(self: &Arc<Self>, peer: &str, mine: &[(String, Version)]) -> Vec<String> {
-        let mut theirs: Vec<(String, Version)> = Vec::new();
-        let mut after = None;
-        loop {
-            let page = MemoryRequest::Versions {
-                peer: self.me.clone(),
-                after: after.clone(),
-                limit: VERSIONS_PAGE,
-            };
-            match self
-                .request(peer, &page, self.settings.gather_timeout)
-                .await
-            {
-                Ok(MemoryResponse::VersionList { items, next }) => {
-                    theirs.extend(items);
-                    match next {
-                        Some(n) => after = Some(n),
-                        None => break,
-                    }
-                }
-                _ => return Vec::new(),
-            }
-        }
-        let d = diff(mine, &theirs);
-        for chunk in d.push.chunks(SYNC_FANOUT) {
-            let sends = chunk
-                .iter()
-                .filter_map(|id| self.shard.get_full(id))
-                .map(|entry| {
-                    let put = MemoryRequest::Put { entry };
-                    async move {
-                        let _ = self
-                            .request(peer, &put, self.settings.replicate_timeout)
-                            .await;
-                    }
-                });
-            join_all(sends).await;
-            self.count_n("sync_pushed", chunk.len());
-        }
-        for chunk in d.pull.chunks(64) {
-            let pull = MemoryRequest::Pull {
-                ids: chunk.to_vec(),
-            };
-            if let Ok(MemoryResponse::Entries { entries }) = self
-                .request(peer, &pull, self.settings.gather_timeout)
-                .await
-            {
-                for entry in entries {
-                    if chunk.iter().any(|id| id == entry.id()) {
-                        let _ = self.shard.apply(&entry).await;
-                    }
-                }
-                self.count_n("sync_pulled", chunk.len());
-            }
-        }
-        d.push
-    }
-
-    /// Entries held here whose owners (this node's view) do not include this node go to their
-    /// owners (they stay here too: a later view may give them back).
-    async fn hand_off(self: &Arc<Self>) {
-        if !self.settings.serve {
-            return;
-        }
-        let Some(lists) = self.version_lists().await else {
-            return;
-        };
-        for (id, _) in &lists.strays.map {
-            if let Some(entry) = self.shard.get_full(id) {
-                let owners = self.owners(id);
-                self.replicate(&entry, &owners).await;
-            }
-        }
-    }
-
     fn count_n(&self, what: &'static str, n: usize) {
-        if let Ok(mut c) = self.counters.lock() {
-            *c.entry(what).or_insert(0) += n as u64;
-        }
-    }
-
-    /// A verified envelope from the sync topic.
-    async fn gossip(self: &Arc<Self>, data: &[u8]) {
-        let Ok(text) = std::str::from_utf8(data) else {
-            return;
-        };
-        let Ok(env) = agora_hyperspace::envelope::Envelope::parse(text) else {
-            return;
-        };
-        let Ok(message) = serde_json::from_str::<SyncMessage>(env.d_json) else {
-            self.count("gossip_refused");
-            return;
-        };
-        match message {
-            SyncMessage::Member { held, .. } => {
-                if self.lock_members().heard(env.from, now_ms(), held) {
-                    self.mark_ring_change();
-                }
-            }
-            SyncMessage::Delete { tombstone } => {
-                if self.shard.get(&tombstone.id).is_some() {
-                    let _ = self.shard.apply(&Entry::Tombstone(tombstone)).await;
-                }
-            }
-            SyncMessage::Tier { id, tier, version } => {
-                if let Some(Entry::Live(mut r)) = self.shard.get_full(&id)
-                    && r.version < version
-                {
-                    r.tier = tier;
-                    r.version = version;
-                    let _ = self.shard.apply(&Entry::Live(r)).await;
-                }
-            }
-        }
+        self.counters.add(what, n as u64);
     }
 }
 

@@ -20,14 +20,14 @@ use libp2p::PeerId;
 use serde_json::Value;
 use tokio::sync::{mpsc, oneshot};
 
-use super::{Input, Service, now_ms, random_hex};
 use crate::call::Call;
+use crate::hyperspace::{Input, Service, now_ms, random_hex};
 use crate::mesh;
 
 /// How long a DHT query may take.
 const DHT_WAIT: Duration = Duration::from_secs(3);
 /// How long a gossip ask waits for answers.
-pub(super) const GOSSIP_WAIT: Duration = Duration::from_millis(1500);
+pub(in crate::hyperspace) const GOSSIP_WAIT: Duration = Duration::from_millis(1500);
 /// Most providers whose records one discovery fetches.
 const MAX_PROVIDERS: usize = 16;
 /// Most discoveries waiting at once (more are answered from local knowledge only).
@@ -58,12 +58,18 @@ async fn dht_query<T: Default>(
 }
 
 /// The providers of `key` in the DHT.
-pub(super) async fn get_providers(mesh: &mpsc::Sender<mesh::Command>, key: Vec<u8>) -> Vec<PeerId> {
+pub(in crate::hyperspace) async fn get_providers(
+    mesh: &mpsc::Sender<mesh::Command>,
+    key: Vec<u8>,
+) -> Vec<PeerId> {
     dht_query(mesh, |reply| mesh::Command::GetProviders { key, reply }).await
 }
 
 /// The values stored under `key` in the DHT.
-pub(super) async fn get_records(mesh: &mpsc::Sender<mesh::Command>, key: Vec<u8>) -> Vec<Vec<u8>> {
+pub(in crate::hyperspace) async fn get_records(
+    mesh: &mpsc::Sender<mesh::Command>,
+    key: Vec<u8>,
+) -> Vec<Vec<u8>> {
     dht_query(mesh, |reply| mesh::Command::GetRecords { key, reply }).await
 }
 
@@ -102,8 +108,12 @@ fn to_value(found: &ToolsResult) -> Result<Value, RpcError> {
 
 impl Service {
     /// `tool.discover`: tier 1 here, tiers 2 and 3 off the service task.
-    pub(super) async fn discover(&mut self, call: Call) {
-        if let Err(e) = super::authorize(&call.principal, DISCOVER, call.request.params.as_ref()) {
+    pub(in crate::hyperspace) async fn discover(&mut self, call: Call) {
+        if let Err(e) = crate::hyperspace::state::authorize(
+            &call.principal,
+            DISCOVER,
+            call.request.params.as_ref(),
+        ) {
             let _ = call.reply.send(Err(e));
             return;
         }
@@ -159,7 +169,11 @@ impl Service {
 
     /// Records arrived (DHT or a fetch): learn them, answer whoever can be answered now, and
     /// move discovery `discover` to the gossip tier if it is still empty-handed.
-    pub(super) async fn learned(&mut self, records: &[Vec<u8>], discover: Option<u64>) {
+    pub(in crate::hyperspace) async fn learned(
+        &mut self,
+        records: &[Vec<u8>],
+        discover: Option<u64>,
+    ) {
         let now = now_ms();
         self.learn_records(records, now);
         self.answer_waiting(now);
@@ -191,7 +205,7 @@ impl Service {
     }
 
     /// Answers every waiting discovery whose result is no longer empty.
-    pub(super) fn answer_waiting(&mut self, now: u64) {
+    pub(in crate::hyperspace) fn answer_waiting(&mut self, now: u64) {
         if self.discovering.is_empty() {
             return;
         }
@@ -211,7 +225,7 @@ impl Service {
     }
 
     /// The gossip ask of discovery `id` had its time.
-    pub(super) fn discover_deadline(&mut self, id: u64) {
+    pub(in crate::hyperspace) fn discover_deadline(&mut self, id: u64) {
         self.finish_discover(id, now_ms());
     }
 

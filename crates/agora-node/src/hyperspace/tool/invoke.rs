@@ -27,9 +27,9 @@ use libp2p::request_response::ResponseChannel;
 use serde_json::{Value, json};
 use tokio::sync::{mpsc, oneshot};
 
-use super::{INVOKE_TIMEOUT, Input, Service, now_ms};
 use crate::call::Call;
 use crate::faces::rpc::Links;
+use crate::hyperspace::{INVOKE_TIMEOUT, Input, Service, now_ms};
 use crate::mesh;
 
 /// Of a remote caller's [`INVOKE_TIMEOUT`], the share kept for the way between the nodes: the
@@ -47,7 +47,7 @@ fn unavailable(tool_id: &str, peer_id: &str, reason: &str) -> RpcError {
 /// Asks the payments service to charge one use of `params.tool_id` at `price`, paid to
 /// `payee`.
 async fn charge(
-    payments: &mpsc::Sender<super::payments::Input>,
+    payments: &mpsc::Sender<crate::hyperspace::payments::Input>,
     params: &InvokeParams,
     price: agora_hyperspace::payments::Price,
     payee: &str,
@@ -55,7 +55,7 @@ async fn charge(
     from: Option<String>,
 ) -> Result<Value, RpcError> {
     let (reply, answer) = oneshot::channel();
-    let charge = super::payments::Charge {
+    let charge = crate::hyperspace::payments::Charge {
         resource: format!("/pay/tools/{}/invoke", params.tool_id),
         price,
         payee: payee.to_owned(),
@@ -65,7 +65,7 @@ async fn charge(
         reply,
     };
     if payments
-        .send(super::payments::Input::Charge(charge))
+        .send(crate::hyperspace::payments::Input::Charge(charge))
         .await
         .is_err()
     {
@@ -146,8 +146,12 @@ async fn ask_node_unbounded(
 impl Service {
     /// `tool.invoke` from a client: resolves where the tool lives and asks its provider, off
     /// the service task.
-    pub(super) fn invoke(&mut self, call: Call) {
-        if let Err(e) = super::authorize(&call.principal, INVOKE, call.request.params.as_ref()) {
+    pub(in crate::hyperspace) fn invoke(&mut self, call: Call) {
+        if let Err(e) = crate::hyperspace::state::authorize(
+            &call.principal,
+            INVOKE,
+            call.request.params.as_ref(),
+        ) {
             let _ = call.reply.send(Err(e));
             return;
         }
@@ -232,7 +236,7 @@ impl Service {
     }
 
     /// A node-to-node request: an invocation of one of our tools, or a discovery answer.
-    pub(super) async fn peer_request(
+    pub(in crate::hyperspace) async fn peer_request(
         &mut self,
         peer: PeerId,
         data: &[u8],
