@@ -37,7 +37,7 @@ pub struct LongCallSettings {
     /// subschema and the limits allow 512.
     pub stack_bytes: usize,
     /// Background work (anti-entropy scans): the workers lower their scheduling priority
-    /// ([`lower_priority`]) so that calls on other threads come first. Default false.
+    /// (`lower_priority`) so that calls on other threads come first. Default false.
     pub background: bool,
 }
 

@@ -5,16 +5,16 @@
 //! | module | owns |
 //! |---|---|
 //! | this one | the task (state, guard, recursive, tool share it), its inputs, wiring, `start`, routes and call dispatch |
-//! | [`cards`] | the node's own card (gossip heartbeats, DHT record, provider records), cards of others (gossip, DHT records held for the network, persistence) |
-//! | [`state`] | sessions (spec §4.1): who may call what, session tokens, each session's snapshot (with its budget and trace) in redb |
-//! | [`tool`] | the Tool primitive's calls that cross the mesh (spec §4.3): `tool.discover` (local registry, DHT, gossip ask) and `tool.invoke` (local and remote tools, node-to-node requests) |
-//! | [`gate`] | the inline check of every `hyperspace/…` gossip message, in the mesh task |
-//! | [`guard`] | (spec §4.2) `guard.validate` and `guard.checkSafety`, run on a bounded pool of worker threads within a time budget, never on this task |
+//! | `cards` | the node's own card (gossip heartbeats, DHT record, provider records), cards of others (gossip, DHT records held for the network, persistence) |
+//! | `state` | sessions (spec §4.1): who may call what, session tokens, each session's snapshot (with its budget and trace) in redb |
+//! | `tool` | the Tool primitive's calls that cross the mesh (spec §4.3): `tool.discover` (local registry, DHT, gossip ask) and `tool.invoke` (local and remote tools, node-to-node requests) |
+//! | `gate` | the inline check of every `hyperspace/…` gossip message, in the mesh task |
+//! | `guard` | (spec §4.2) `guard.validate` and `guard.checkSafety`, run on a bounded pool of worker threads within a time budget, never on this task |
 //! | [`memory`] | the Memory primitive (`memory.*`): a task of its own, its redb table, its worker pool |
 //! | [`learning`] | the Learning primitive (`learning.*`): a task of its own, its redb tables, its worker pool |
 //! | [`improving`] | the Self-Improving primitive (`improving.*`, `selfImproving.*`): a task of its own, its redb tables, its worker pool, the trajectory and reputation topics, gossipsub application scores |
 //! | [`payments`] | the Micropayments primitive (`micropayments.*`): a task of its own, its redb tables, the wallet, channels between nodes on `/agora/payments/1.0.0`, settlement gossip |
-//! | [`service`] | the skeleton the primitive services share: spawning calls within an in-flight bound, `internal`/`invalid`, requests and responses over the mesh, counters |
+//! | `service` | the skeleton the primitive services share: spawning calls within an in-flight bound, `internal`/`invalid`, requests and responses over the mesh, counters |
 //!
 //! Gossip (spec §2.1, §7.2; `docs/hyperspace-wire.md`): every message on a `hyperspace/…` topic
 //! is a v2 signed envelope, verified once by the [`GossipGate`] inside gossipsub's validation

@@ -4,7 +4,7 @@
 //! | module | owns |
 //! |---|---|
 //! | this one | the task, the playbooks in memory and in redb, the six methods |
-//! | [`llm`] | the optional LLM reflector's chat-completions client |
+//! | `llm` | the optional LLM reflector's chat-completions client |
 //!
 //! The rules (ids, repeats, near-duplicates, pruning, curation, the built-in reflector, training
 //! modes) are `agora_hyperspace::learning`'s; this module runs them. Tokens are counted with

@@ -11,13 +11,13 @@
 //! | module | owns |
 //! |---|---|
 //! | this one | the memory task, its inputs and wiring: heartbeats, the rounds' timing, the status section |
-//! | [`calls`] | the JSON-RPC methods (`memory.*`): embedding, replication, finding, searching |
-//! | [`peer`] | node-to-node requests (`/agora/memory/1.0.0`) |
-//! | [`sync`] | gossip on the sync topic, anti-entropy rounds, re-replication |
-//! | [`members`] | the members of this node's ring view (signed heartbeats, expiry, suspicion) |
-//! | [`shard`] | the memories this node holds: redb table `hs_memories`, the in-memory table, one vector index per embedder |
-//! | [`vault`] | encryption at rest (XChaCha20-Poly1305, key file `memory.key`) |
-//! | [`embedders`] | the embedders (all-MiniLM-L6-v2 when installed, the lexical fallback) |
+//! | `calls` | the JSON-RPC methods (`memory.*`): embedding, replication, finding, searching |
+//! | `peer` | node-to-node requests (`/agora/memory/1.0.0`) |
+//! | `sync` | gossip on the sync topic, anti-entropy rounds, re-replication |
+//! | `members` | the members of this node's ring view (signed heartbeats, expiry, suspicion) |
+//! | `shard` | the memories this node holds: redb table `hs_memories`, the in-memory table, one vector index per embedder |
+//! | `vault` | encryption at rest (XChaCha20-Poly1305, key file `memory.key`) |
+//! | `embedders` | the embedders (all-MiniLM-L6-v2 when installed, the lexical fallback) |
 //!
 //! Work that costs CPU runs on threads, never on an async task: embeddings and vector searches
 //! on the memory worker pool ([`Settings::workers`] threads, each call within
@@ -38,8 +38,8 @@
 //!
 //! Bounds on other nodes: a node-to-node request is decoded against the same size limits as a
 //! call ([`MemoryLimits`]); each peer may send [`Settings::peer_rate`] requests per second
-//! (bursts of twice as many) with at most [`PEER_IN_FLIGHT`] of them in flight, and all peers
-//! share [`PEER_REQUESTS`] slots (calls have their own [`IN_FLIGHT`]). A request beyond any of
+//! (bursts of twice as many) with at most `PEER_IN_FLIGHT` of them in flight, and all peers
+//! share `PEER_REQUESTS` slots (calls have their own `IN_FLIGHT`). A request beyond any of
 //! these is answered at once with an `Error` (−32003, "Rate Limited: …"), never queued. A peer
 //! writing through a batch of up to 128 stores at once is never refused; beyond that its writes
 //! may come back −32007.

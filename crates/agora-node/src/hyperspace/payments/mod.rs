@@ -10,9 +10,9 @@
 //! | module | owns |
 //! |---|---|
 //! | this one | the task, its inputs and wiring, the channels held; redb tables `hs_pay_challenges`, `hs_pay_nonces`, `hs_pay_receipts`, `hs_pay_channels`, `hs_pay_settlements` |
-//! | [`calls`] | the JSON-RPC methods (§6.2-§6.4) and the charge of a priced tool |
-//! | [`peer`] | node-to-node requests on `/agora/payments/1.0.0` |
-//! | [`settlement`] | the settler, the settlement log, settlement gossip |
+//! | `calls` | the JSON-RPC methods (§6.2-§6.4) and the charge of a priced tool |
+//! | `peer` | node-to-node requests on `/agora/payments/1.0.0` |
+//! | `settlement` | the settler, the settlement log, settlement gossip |
 //! | [`wallet`] | the node's secp256k1 wallet key (`wallet.key`) |
 //!
 //! **Money is never lost nor counted twice.** A credential is accepted under one lock: the
