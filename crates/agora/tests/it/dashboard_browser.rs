@@ -79,8 +79,6 @@ async fn start_driver(chromedriver: &Path) -> Driver {
 }
 
 async fn browser(driver: &Driver, chromium: &Path) -> Client {
-    // More than one rustls provider is linked into the test; the workspace's is ring.
-    let _ = tokio_rustls::rustls::crypto::ring::default_provider().install_default();
     let mut caps = serde_json::Map::new();
     caps.insert(
         "goog:chromeOptions".into(),
@@ -91,8 +89,7 @@ async fn browser(driver: &Driver, chromium: &Path) -> Client {
                      "--disable-dev-shm-usage", "--window-size=1400,2200"],
         }),
     );
-    ClientBuilder::rustls()
-        .expect("a TLS provider")
+    ClientBuilder::new(hyper_util::client::legacy::connect::HttpConnector::new())
         .capabilities(caps)
         .connect(&driver.url)
         .await
