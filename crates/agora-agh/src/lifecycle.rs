@@ -30,8 +30,7 @@ use crate::body::Body;
 use crate::envelope::{Envelope, Kind};
 use crate::reason::Rejection;
 use crate::receipt::ReceiptStatus;
-/// Defined beside the `trace` body that carries it; re-exported here, where it moves.
-pub use crate::trace::InteractionState;
+use crate::trace::InteractionState;
 
 /// One tracked interaction.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -15,8 +15,9 @@
 //! - [`index`]: the in-memory ANS index.
 //! - [`discover`]: DISCOVER paths (the draft's and the reference coordinator's `/population`),
 //!   parameters, evaluation and the signed response in either shape.
-//! - [`ratelimit`], [`refresh`], [`federation`], [`routing`]: per-Agent-ID limits, index freshness,
-//!   cross-ANS federation and dynamic routing, as state machines driven by an injected clock.
+//! - [`refresh`], [`federation`], [`routing`]: index freshness, cross-ANS federation and dynamic
+//!   routing, as state machines driven by an injected clock (per-Agent-ID limits are the
+//!   `agora-bucket` crate's token buckets).
 //!
 //! No sockets, no async, no global state: the node does the IO.
 
@@ -29,7 +30,6 @@ pub mod index;
 pub mod jcs;
 pub mod manifest;
 pub mod rank;
-pub mod ratelimit;
 pub mod refresh;
 pub mod routing;
 pub mod scope;

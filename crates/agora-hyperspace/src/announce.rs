@@ -456,7 +456,7 @@ mod tests {
 
     use super::*;
     use crate::card::{CardTable, CardUpdate};
-    use crate::tool::ToolRecord;
+    use crate::tool_record::ToolRecord;
 
     const NONCE: &str = "00112233445566778899aabbccddeeff";
     const NOW: u64 = 1_800_000_000_000;

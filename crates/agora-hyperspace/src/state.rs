@@ -117,11 +117,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 
 use crate::jsonrpc::RpcError;
-/// Moved to [`crate::params`]; kept here for callers of `state::parse_params`.
-pub use crate::params::parse_params;
-use crate::params::{capacity_error, check_len, invalid_params, json_len, to_result};
-/// Moved to [`crate::timestamp`]; kept here for callers of `state::format_timestamp`.
-pub use crate::timestamp::format_timestamp;
+use crate::params::{capacity_error, check_len, invalid_params, json_len, parse_params, to_result};
+use crate::timestamp::format_timestamp;
 
 /// `state.createSession`.
 pub const CREATE_SESSION: &str = "state.createSession";

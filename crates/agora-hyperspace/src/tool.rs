@@ -113,7 +113,7 @@ use crate::params::{capacity_error, invalid_params, parse_params, to_result};
 use crate::payments::Price;
 use crate::state::IdSource;
 use crate::tool_record::{FieldError, check_tool_fields, field_error};
-pub use crate::tool_record::{ToolLimits, ToolRecord};
+use crate::tool_record::{ToolLimits, ToolRecord};
 
 /// `tool.discover`.
 pub const DISCOVER: &str = "tool.discover";

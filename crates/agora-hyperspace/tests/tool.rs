@@ -13,9 +13,10 @@ use agora_hyperspace::card::{
 };
 use agora_hyperspace::jsonrpc::{RpcCode, RpcError};
 use agora_hyperspace::tool::{
-    self, DiscoverParams, InvokeParams, InvokeResult, InvokeTarget, RegisterParams, ToolLimits,
-    ToolRecord, ToolRegistry, ToolsResult,
+    self, DiscoverParams, InvokeParams, InvokeResult, InvokeTarget, RegisterParams, ToolRegistry,
+    ToolsResult,
 };
+use agora_hyperspace::tool_record::{ToolLimits, ToolRecord};
 use proptest::prelude::*;
 use serde_json::{Value, json};
 

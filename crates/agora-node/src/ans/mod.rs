@@ -31,12 +31,12 @@ use agora_agtp::governance::{Command, Verifier};
 use agora_agtp::index::{Availability, Entry, Index, Scratch};
 use agora_agtp::manifest::{Lifecycle, Manifest, Transition};
 use agora_agtp::rank::Weights;
-use agora_agtp::ratelimit::{Decision, RateConfig, RateLimiter};
 use agora_agtp::refresh::{AfterFailure, RefreshConfig, Schedule};
 use agora_agtp::routing;
 use agora_agtp::scope::{self, Scope, Scopes, UnregisteredClaims};
 use agora_agtp::signature::{AnsSigningKey, AnsVerifyingKey, verify_result_with};
 use agora_agtp::{AgtpError, BadRequest, ScopeViolationCode, Status};
+use agora_bucket::{Decision, RateConfig, RateLimiter};
 use serde_json::{Map, Value, json};
 
 use crate::faces::agtp::client::{self, Transport};

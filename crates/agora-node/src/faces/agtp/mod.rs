@@ -14,8 +14,8 @@ use std::sync::Arc;
 
 use agora_agtp::ScopeViolationCode;
 use agora_agtp::rank::Weights;
-use agora_agtp::ratelimit::RateConfig;
 use agora_agtp::refresh::RefreshConfig;
+use agora_bucket::RateConfig;
 
 use crate::ans;
 use crate::config::Config;

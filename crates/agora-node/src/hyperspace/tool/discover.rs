@@ -118,7 +118,7 @@ impl Service {
             return;
         }
         let now = now_ms();
-        let params = match agora_hyperspace::state::parse_params::<DiscoverParams>(
+        let params = match agora_hyperspace::params::parse_params::<DiscoverParams>(
             call.request.params.as_ref().unwrap_or(&Value::Null),
             &DISCOVER_PARAMS,
         ) {

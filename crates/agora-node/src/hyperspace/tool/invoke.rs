@@ -155,7 +155,7 @@ impl Service {
             let _ = call.reply.send(Err(e));
             return;
         }
-        let params: InvokeParams = match agora_hyperspace::state::parse_params(
+        let params: InvokeParams = match agora_hyperspace::params::parse_params(
             call.request.params.as_ref().unwrap_or(&Value::Null),
             &["toolId", "params", "sessionId", "payment"],
         ) {
