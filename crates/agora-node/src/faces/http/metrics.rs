@@ -4,44 +4,32 @@
 use axum::extract::State;
 use axum::http::header;
 use axum::response::{IntoResponse, Response};
+use tokio::sync::mpsc;
 
 use crate::faces::state::AppState;
 
+/// Messages waiting in a service's queue.
+fn queued<T>(queue: &mpsc::Sender<T>) -> usize {
+    queue.max_capacity().saturating_sub(queue.capacity())
+}
+
 pub(super) async fn metrics(State(state): State<AppState>) -> Response {
-    let depth = |name: &'static str, max: usize, free: usize| {
+    let depths = [
+        ("agh", queued(&state.agh)),
+        ("mesh", queued(&state.mesh)),
+        ("hyperspace", queued(&state.hyperspace)),
+        ("memory", queued(&state.memory)),
+        ("learning", queued(&state.learning)),
+        ("improving", queued(&state.improving)),
+        ("payments", queued(&state.payments)),
+    ];
+    for (queue, depth) in depths {
         state
             .telemetry
             .queue_depth
-            .get_or_create(&crate::telemetry::QueueLabel { queue: name })
-            .set(i64::try_from(max.saturating_sub(free)).unwrap_or(i64::MAX));
-    };
-    depth("agh", state.agh.max_capacity(), state.agh.capacity());
-    depth("mesh", state.mesh.max_capacity(), state.mesh.capacity());
-    depth(
-        "hyperspace",
-        state.hyperspace.max_capacity(),
-        state.hyperspace.capacity(),
-    );
-    depth(
-        "memory",
-        state.memory.max_capacity(),
-        state.memory.capacity(),
-    );
-    depth(
-        "learning",
-        state.learning.max_capacity(),
-        state.learning.capacity(),
-    );
-    depth(
-        "improving",
-        state.improving.max_capacity(),
-        state.improving.capacity(),
-    );
-    depth(
-        "payments",
-        state.payments.max_capacity(),
-        state.payments.capacity(),
-    );
+            .get_or_create(&crate::telemetry::QueueLabel { queue })
+            .set(i64::try_from(depth).unwrap_or(i64::MAX));
+    }
     (
         [(
             header::CONTENT_TYPE,
