@@ -666,7 +666,7 @@ async fn governed(
         canonical_id,
         manifest,
         gov.reason.as_deref(),
-        ans::now_ms(),
+        agora_node::clock::now_ms(),
         &random_hex(16)?,
         &task,
     );

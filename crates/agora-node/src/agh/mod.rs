@@ -275,7 +275,7 @@ pub struct Settings {
 pub const MAX_REPORTED_INTERACTIONS: usize = 100;
 
 /// Unix seconds now.
-pub use crate::clock::unix_now;
+use crate::clock::unix_now;
 
 fn random_ids() -> impl IdSource {
     UuidIds::new(|b: &mut [u8; 16]| {

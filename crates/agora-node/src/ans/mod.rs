@@ -159,7 +159,7 @@ fn load_entry(json: &str) -> Result<Entry, String> {
 }
 
 /// Milliseconds since the Unix epoch.
-pub use crate::clock::now_ms;
+use crate::clock::now_ms;
 
 /// The Agent Name Service.
 pub struct Ans {

@@ -24,7 +24,8 @@ use agora_hyperspace::tool::REPUTATION_PRIOR;
 use libp2p::PeerId;
 use libp2p::gossipsub::MessageAcceptance;
 
-use super::{GossipCheck, Input, Service, now_ms, random_hex};
+use super::{GossipCheck, Input, Service, random_hex};
+use crate::clock::now_ms;
 use crate::mesh;
 
 /// Most card records held for the DHT.

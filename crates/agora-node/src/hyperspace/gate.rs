@@ -14,7 +14,7 @@ use agora_hyperspace::memory::SYNC_TOPIC;
 use agora_hyperspace::payments::settlement::SETTLEMENTS_PREFIX;
 use agora_hyperspace::{KeyCache, ReplayWindow};
 
-use super::now_ms;
+use crate::clock::now_ms;
 use crate::mesh::{GossipValidator, Verdict};
 
 /// Verifies Hyperspace gossip in the mesh task.

@@ -61,9 +61,10 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use tokio::sync::{Semaphore, mpsc, oneshot};
 
+use super::random_hex;
 use super::service::{Counters, PeerLink, Unanswered, internal, invalid, spawn_call};
-use super::{now_ms, random_hex};
 use crate::call::{Call, Principal};
+use crate::clock::now_ms;
 use crate::config::Config;
 use crate::mesh;
 use crate::routes::{self, CallRoute, Delivery, EventKey, EventRoute};

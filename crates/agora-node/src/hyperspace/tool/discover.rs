@@ -21,7 +21,8 @@ use serde_json::Value;
 use tokio::sync::{mpsc, oneshot};
 
 use crate::call::Call;
-use crate::hyperspace::{Input, Service, now_ms, random_hex};
+use crate::clock::now_ms;
+use crate::hyperspace::{Input, Service, random_hex};
 use crate::mesh;
 
 /// How long a DHT query may take.

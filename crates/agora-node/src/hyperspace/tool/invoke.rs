@@ -28,8 +28,9 @@ use serde_json::{Value, json};
 use tokio::sync::{mpsc, oneshot};
 
 use crate::call::Call;
+use crate::clock::now_ms;
 use crate::faces::rpc::Links;
-use crate::hyperspace::{INVOKE_TIMEOUT, Input, Service, now_ms};
+use crate::hyperspace::{INVOKE_TIMEOUT, Input, Service};
 use crate::mesh;
 
 /// Of a remote caller's [`INVOKE_TIMEOUT`], the share kept for the way between the nodes: the

@@ -711,7 +711,7 @@ pub(crate) fn agtp_lifecycle_request(
         id,
         manifest,
         reason,
-        agora_node::ans::now_ms(),
+        agora_node::clock::now_ms(),
         &nonce,
         "task-gov",
     );
