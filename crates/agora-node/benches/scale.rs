@@ -86,9 +86,9 @@ use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use agora_node::config::PeerLimits;
 use agora_node::faces::rpc;
 use agora_node::hyperspace::{self, Input};
-use agora_node::mesh::connmgr::Limits;
 use agora_node::mesh::{self, Command};
 use agora_node::routes;
 use agora_node::store;
@@ -226,7 +226,7 @@ async fn start_agora(
         };
         let keys = keypair(i);
         let bootstrap = boot.iter().map(|&j| addrs[j].clone()).collect();
-        let cfg = common::agora_mesh_config(i, bootstrap, Limits::default(), deliveries);
+        let cfg = common::agora_mesh_config(i, bootstrap, PeerLimits::default(), deliveries);
         let m = match mesh::start(&keys, &cfg) {
             Ok(m) => m,
             Err(e) => return (common::AgoraNet(nodes), failed("mesh", &e)),

@@ -637,7 +637,7 @@ pub(crate) async fn publish_and_collect(
 /// How long an Agora node keeps the connections its Kademlia bootstrap opened before trimming
 /// them (the default connection manager's grace period).
 pub(crate) fn agora_transient_idle() -> Duration {
-    mesh::connmgr::Limits::default().grace
+    agora_node::config::PeerLimits::default().grace
 }
 
 /// Node `i`'s mesh settings as the node sets them (heartbeat 500 ms, `limits`, the node's
@@ -646,7 +646,7 @@ pub(crate) fn agora_transient_idle() -> Duration {
 pub(crate) fn agora_mesh_config(
     i: usize,
     bootstrap: Vec<Multiaddr>,
-    limits: mesh::connmgr::Limits,
+    limits: agora_node::config::PeerLimits,
     deliveries: &Recorder,
 ) -> mesh::MeshConfig {
     mesh::MeshConfig {
@@ -696,7 +696,7 @@ impl<X> AgoraNet<X> {
 
 impl<X> Net for AgoraNet<X> {
     fn transient_idle(&self) -> Duration {
-        mesh::connmgr::Limits::default().grace
+        agora_node::config::PeerLimits::default().grace
     }
 
     async fn publish(&self, from: usize, topic: &str, data: Vec<u8>) {

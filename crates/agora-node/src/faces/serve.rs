@@ -3,19 +3,19 @@
 //!
 //! What this module owns, for every connection of those faces:
 //!
-//! - **Connection limit** ([`Limits::max_connections`], per face): a connection beyond it is
+//! - **Connection limit** ([`FaceLimits::max_connections`], per face): a connection beyond it is
 //!   answered `503 Service Unavailable` with a short JSON body and closed, as the AGTP face does.
 //!   Refusals in progress are bounded by the same number; past that a connection is dropped
 //!   unanswered. A slot is held until the socket closes, WebSocket sessions included.
-//! - **Request heads in time** ([`Limits::header_timeout`]): hyper's header read timeout. The
+//! - **Request heads in time** ([`FaceLimits::header_timeout`]): hyper's header read timeout. The
 //!   request line and headers (a WebSocket upgrade request too) must arrive within it, counted
 //!   from the accept or, on a keep-alive connection, from the end of the previous response: a
 //!   client that trickles its headers, or keeps an idle HTTP connection, is closed. A head over
 //!   64 KiB is answered `431`.
-//! - **Requests in time** ([`Limits::request_timeout`]): a request's body must arrive and its
+//! - **Requests in time** ([`FaceLimits::request_timeout`]): a request's body must arrive and its
 //!   answer be ready within it (`408` otherwise); a connection with no byte either way for that
 //!   long (a client that does not read its answer) is closed.
-//! - **Idle WebSockets** ([`Limits::ws_idle_timeout`]): after an upgrade, a connection from which
+//! - **Idle WebSockets** ([`FaceLimits::ws_idle_timeout`]): after an upgrade, a connection from which
 //!   no byte arrives (no frame, ping or pong) for that long is closed; the session sees a read
 //!   error of kind [`std::io::ErrorKind::TimedOut`]. The faces ping their clients every
 //!   [`ws_ping_interval`], so a client that reads answers in time.
@@ -53,7 +53,7 @@ use tokio::task::JoinSet;
 use tokio::time::{Instant, Sleep, timeout, timeout_at};
 use tower::ServiceExt as _;
 
-pub use crate::config::FaceLimits as Limits;
+use crate::config::FaceLimits;
 pub(crate) use crate::config::split_port;
 
 /// Who may use a face.
@@ -81,7 +81,7 @@ pub struct Face {
     /// The face's routes.
     pub router: Router,
     /// Connection limits.
-    pub limits: Limits,
+    pub limits: FaceLimits,
     /// Access rules.
     pub access: Access,
 }
@@ -231,7 +231,7 @@ where
 /// One accepted connection within the limit.
 struct Connection {
     router: Router,
-    limits: Limits,
+    limits: FaceLimits,
     slot: OwnedSemaphorePermit,
     stop: watch::Receiver<bool>,
 }
@@ -450,7 +450,7 @@ impl AsyncWrite for Watched {
 #[derive(Debug)]
 struct Checks {
     access: Access,
-    limits: Limits,
+    limits: FaceLimits,
 }
 
 /// Host, then Origin, then the API key; then the request, within the request timeout.

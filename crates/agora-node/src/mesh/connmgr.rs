@@ -16,12 +16,12 @@ use std::time::Instant;
 
 use libp2p::PeerId;
 
-pub use crate::config::PeerLimits as Limits;
+use crate::config::PeerLimits;
 
 /// What the manager knows about the peers.
 #[derive(Debug, Default)]
 pub struct ConnManager {
-    limits: Limits,
+    limits: PeerLimits,
     /// Connected peers and when each was last used (connected, sent or received a request).
     last_used: HashMap<PeerId, Instant>,
     /// Requests in flight per peer (both directions), connected or not.
@@ -30,7 +30,7 @@ pub struct ConnManager {
 
 impl ConnManager {
     /// A manager with these limits.
-    pub fn new(limits: Limits) -> Self {
+    pub fn new(limits: PeerLimits) -> Self {
         Self {
             limits,
             ..Self::default()
@@ -108,8 +108,8 @@ mod tests {
     use super::*;
     use std::time::Duration;
 
-    fn limits() -> Limits {
-        Limits {
+    fn limits() -> PeerLimits {
+        PeerLimits {
             low: 2,
             high: 3,
             grace: Duration::from_secs(10),

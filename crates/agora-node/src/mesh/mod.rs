@@ -42,7 +42,8 @@ use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::mesh::connmgr::{ConnManager, Limits};
+use crate::config::PeerLimits;
+use crate::mesh::connmgr::ConnManager;
 use crate::mesh::muxer::Splits;
 use crate::mesh::topics::Topics;
 
@@ -381,7 +382,7 @@ pub struct MeshConfig {
     /// Gossipsub heartbeat.
     pub heartbeat: Duration,
     /// How many connections to keep (see [`crate::mesh::connmgr`]).
-    pub limits: Limits,
+    pub limits: PeerLimits,
     /// Inline validators by topic prefix (the first match applies); gossip on other topics is
     /// validated by the service that receives it.
     pub validators: Vec<(String, Arc<dyn GossipValidator>)>,
@@ -454,7 +455,7 @@ pub fn start(keypair: &identity::Keypair, cfg: &MeshConfig) -> Result<Mesh, Mesh
 pub struct Mesh {
     swarm: Swarm<Behaviour>,
     bootstrap: Join,
-    limits: Limits,
+    limits: PeerLimits,
     validators: Vec<(String, Arc<dyn GossipValidator>)>,
     budget: topics::Budget,
     splits: Splits,
