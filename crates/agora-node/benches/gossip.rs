@@ -98,7 +98,7 @@ struct Opts {
     timeline: bool,
     rounds: usize,
     /// The Agora nodes' connection manager watermarks (the node's `--peers-low/--peers-high`).
-    peers: mesh::connmgr::Limits,
+    peers: agora_node::config::PeerLimits,
 }
 
 fn opts() -> Opts {
@@ -110,10 +110,10 @@ fn opts() -> Opts {
     let run = RunOpts::read(&args, 50, |_| 20.0, |_| 600, 120, QUIET_DEFAULT);
     // The node's own layering and checks, so the bench takes exactly what the node takes.
     let mut node = agora_node::config::Config::default();
-    node.apply(agora_node::config::Overrides {
+    node.apply(agora_node::config::ConfigPatch {
         peers_low: args.parsed("peers-low"),
         peers_high: args.parsed("peers-high"),
-        ..agora_node::config::Overrides::default()
+        ..agora_node::config::ConfigPatch::default()
     })
     .and_then(|()| node.validate())
     .expect("--peers-low / --peers-high");
@@ -121,7 +121,7 @@ fn opts() -> Opts {
         run,
         timeline: args.flag("timeline"),
         rounds: args.get("rounds", ROUNDS_DEFAULT),
-        peers: node.peers,
+        peers: node.peers(),
     }
 }
 
@@ -184,7 +184,7 @@ async fn start_agora(
     n: usize,
     topo: &[Vec<usize>],
     deliveries: &Recorder,
-    limits: mesh::connmgr::Limits,
+    limits: agora_node::config::PeerLimits,
 ) -> AgoraNet {
     let mut nodes = Vec::with_capacity(n);
     let mut addrs: Vec<Multiaddr> = Vec::with_capacity(n);

@@ -136,8 +136,8 @@ pub async fn run_until(
         payments: pay.tx.clone(),
         wallet_address: pay.wallet_address.clone(),
         long_calls: hyperspace::LongCallSettings {
-            workers: config.rpc_guard_workers,
-            budget: config.rpc_guard_budget,
+            workers: config.rpc.guard_workers,
+            budget: config.rpc.guard_budget,
             ..hyperspace::LongCallSettings::default()
         },
     };
@@ -180,7 +180,7 @@ pub async fn run_until(
         conn_ids: Arc::new(AtomicU64::new(1)),
         started,
         faces: Arc::new(listeners.urls()),
-        ping_every: faces::serve::ws_ping_interval(config.faces.ws_idle_timeout),
+        ping_every: faces::serve::ws_ping_interval(config.ws_idle_timeout),
         telemetry: Arc::clone(&telemetry),
         ans: Arc::clone(&agtp_face.ans),
         data_dir: config.data.display().to_string().into(),
@@ -268,7 +268,7 @@ fn mesh_config(config: &Config, telemetry: &Arc<telemetry::Telemetry>) -> mesh::
         listen: config.p2p_listen.clone(),
         bootstrap: config.bootstrap.clone(),
         heartbeat: Duration::from_millis(500),
-        limits: config.peers,
+        limits: config.peers(),
         validators: vec![(
             hyperspace::TOPIC_PREFIX.to_owned(),
             Arc::new(hyperspace::GossipGate::new()),
@@ -288,7 +288,7 @@ async fn start_nats(
     )>,
     NodeError,
 > {
-    let Some(n) = &config.agh.nats else {
+    let Some(n) = config.agh.nats() else {
         return Ok(None);
     };
     let bridge = faces::nats::Bridge::connect(n).await?;

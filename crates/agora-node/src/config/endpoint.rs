@@ -4,77 +4,66 @@
 
 use super::{ConfigError, invalid};
 
-/// An OpenAI-compatible endpoint: `base_url`, `model`, `api_key` of a section.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Endpoint {
-    /// The API root, e.g. `http://127.0.0.1:11434/v1`.
-    pub base_url: Option<String>,
-    /// The model asked for.
-    pub model: Option<String>,
-    /// Bearer token.
-    pub api_key: Option<String>,
-}
-
-impl Endpoint {
-    /// Applies one layer's values of section `section`, each checked.
-    pub(super) fn apply(
-        &mut self,
-        section: &str,
-        base_url: Option<&String>,
-        model: Option<&String>,
-        api_key: Option<&String>,
-    ) -> Result<(), ConfigError> {
-        if let Some(u) = base_url {
-            let u = u.trim();
-            if !(u.starts_with("http://") || u.starts_with("https://")) || u.len() < 10 {
-                return Err(invalid(
-                    &format!("{section}.base_url"),
-                    &format!("{u:?} is not an http:// or https:// URL"),
-                ));
-            }
-            self.base_url = Some(u.to_owned());
-        }
-        if let Some(model) = model {
-            let model = model.trim();
-            if model.is_empty() || model.len() > 120 || model.chars().any(char::is_control) {
-                return Err(invalid(
-                    &format!("{section}.model"),
-                    "must be 1..120 printable characters",
-                ));
-            }
-            self.model = Some(model.to_owned());
-        }
-        if let Some(k) = api_key {
-            self.api_key = Some(k.trim().to_owned()).filter(|k| !k.is_empty());
-        }
-        Ok(())
-    }
-
-    /// The checks when the endpoint is used (`user` names the setting that uses it): `base_url`
-    /// and `model` are required, and a key is never sent in the clear beyond loopback.
-    pub(super) fn validate(&self, section: &str, user: &str) -> Result<(), ConfigError> {
-        let Some(url) = &self.base_url else {
+/// Checks a section's `base_url`, `model` and `api_key` and trims them; an empty key is none.
+pub(super) fn settle(
+    section: &str,
+    base_url: &mut Option<String>,
+    model: &mut Option<String>,
+    api_key: &mut Option<String>,
+) -> Result<(), ConfigError> {
+    if let Some(u) = base_url {
+        *u = u.trim().to_owned();
+        if !(u.starts_with("http://") || u.starts_with("https://")) || u.len() < 10 {
             return Err(invalid(
                 &format!("{section}.base_url"),
-                &format!("required by {user} (e.g. http://127.0.0.1:11434/v1)"),
+                &format!("{u:?} is not an http:// or https:// URL"),
             ));
-        };
-        if self.model.is_none() {
+        }
+    }
+    if let Some(m) = model {
+        *m = m.trim().to_owned();
+        if m.is_empty() || m.len() > 120 || m.chars().any(char::is_control) {
             return Err(invalid(
                 &format!("{section}.model"),
-                &format!("required by {user}"),
+                "must be 1..120 printable characters",
             ));
         }
-        if self.api_key.is_some() && url.starts_with("http://") && !is_loopback_url(url) {
-            return Err(invalid(
-                &format!("{section}.base_url"),
-                &format!(
-                    "must be https:// when {section}.api_key is set and the host is not loopback"
-                ),
-            ));
-        }
-        Ok(())
     }
+    *api_key = api_key
+        .take()
+        .map(|k| k.trim().to_owned())
+        .filter(|k| !k.is_empty());
+    Ok(())
+}
+
+/// The checks when the endpoint of `[section]` is used (`user` names the setting that uses it):
+/// `base_url` and `model` are required, and a key is never sent in the clear beyond loopback.
+pub(super) fn validate(
+    section: &str,
+    user: &str,
+    base_url: Option<&str>,
+    model: Option<&str>,
+    api_key: Option<&str>,
+) -> Result<(), ConfigError> {
+    let Some(url) = base_url else {
+        return Err(invalid(
+            &format!("{section}.base_url"),
+            &format!("required by {user} (e.g. http://127.0.0.1:11434/v1)"),
+        ));
+    };
+    if model.is_none() {
+        return Err(invalid(
+            &format!("{section}.model"),
+            &format!("required by {user}"),
+        ));
+    }
+    if api_key.is_some() && url.starts_with("http://") && !is_loopback_url(url) {
+        return Err(invalid(
+            &format!("{section}.base_url"),
+            &format!("must be https:// when {section}.api_key is set and the host is not loopback"),
+        ));
+    }
+    Ok(())
 }
 
 /// Does an `http://` URL name a loopback host (`127.0.0.0/8`, `[::1]` or `localhost`)?

@@ -1,6 +1,6 @@
 //! [`SETTINGS`]: the table that declares, once per setting, its `agora.toml` key, its `AGORA_*`
 //! environment variable, its `agora node` flag, its default as `--help` shows it and its one-line
-//! help, and the [`Overrides`] field (the layer, in the shape of `agora.toml`) it fills.
+//! help, and the [`ConfigPatch`] field (the layer, in the shape of `agora.toml`) it fills.
 //!
 //! The table drives both [`Config::env_overrides`] and the flags (the `agora` binary builds its
 //! `agora node` arguments from it), so a setting's variable and flag are written in one row.
@@ -12,9 +12,13 @@
 //! it also keeps `agora-node` free of clap. Secrets (API keys, NATS password and token) have no
 //! flag, so they never need to be on a command line, and `--help` shows only their names.
 
+use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::time::Duration;
 
-use super::{Config, ConfigError, Overrides, Secret, invalid};
+use libp2p::Multiaddr;
+
+use super::{Config, ConfigError, ConfigPatch, LogFormat, Secret, de, invalid};
 
 /// How a setting's text, from the environment or a flag, is read.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -53,12 +57,12 @@ pub struct Setting {
     pub default: fn(&Config) -> String,
     /// Stores values (one, or a list's) into a layer; `source` names the variable or flag in
     /// errors.
-    set: fn(&mut Overrides, Vec<String>, &str) -> Result<(), ConfigError>,
+    set: fn(&mut ConfigPatch, Vec<String>, &str) -> Result<(), ConfigError>,
 }
 
 impl Setting {
     /// Reads the environment variable's `value` into `o`.
-    fn read_env(&self, o: &mut Overrides, value: String) -> Result<(), ConfigError> {
+    fn read_env(&self, o: &mut ConfigPatch, value: String) -> Result<(), ConfigError> {
         let values = if self.kind == List {
             value
                 .split(',')
@@ -73,7 +77,7 @@ impl Setting {
     }
 
     /// Reads a flag's values (as given on the command line) into `o`.
-    pub fn read_flag(&self, o: &mut Overrides, values: Vec<String>) -> Result<(), ConfigError> {
+    pub fn read_flag(&self, o: &mut ConfigPatch, values: Vec<String>) -> Result<(), ConfigError> {
         let flag = format!("--{}", self.flag.unwrap_or(self.key));
         (self.set)(o, values, &flag)
     }
@@ -81,8 +85,10 @@ impl Setting {
 
 /// A layer's value read from text.
 trait FromText: Sized {
-    /// The value of `values` (one, or a list's), or an error naming `source`.
-    fn from_text(values: Vec<String>, source: &str) -> Result<Self, ConfigError>;
+    /// The value of `values` (one, or a list's). A number or a switch that does not parse is an
+    /// error naming `source` (the variable or flag); an address or a word that does not is one
+    /// naming the setting's `key`, as the file's would be.
+    fn from_text(values: Vec<String>, source: &str, key: &str) -> Result<Self, ConfigError>;
 }
 
 /// The last of `values` (a flag given twice keeps the last).
@@ -91,45 +97,77 @@ fn last(values: Vec<String>) -> Option<String> {
 }
 
 impl FromText for Option<String> {
-    fn from_text(values: Vec<String>, _: &str) -> Result<Self, ConfigError> {
+    fn from_text(values: Vec<String>, _: &str, _: &str) -> Result<Self, ConfigError> {
         Ok(last(values))
     }
 }
 
 impl FromText for Option<PathBuf> {
-    fn from_text(values: Vec<String>, _: &str) -> Result<Self, ConfigError> {
+    fn from_text(values: Vec<String>, _: &str, _: &str) -> Result<Self, ConfigError> {
         Ok(last(values).map(PathBuf::from))
     }
 }
 
 impl FromText for Option<Secret> {
-    fn from_text(values: Vec<String>, _: &str) -> Result<Self, ConfigError> {
+    fn from_text(values: Vec<String>, _: &str, _: &str) -> Result<Self, ConfigError> {
         Ok(last(values).map(Secret::Value))
     }
 }
 
-impl FromText for Vec<String> {
-    fn from_text(values: Vec<String>, _: &str) -> Result<Self, ConfigError> {
-        Ok(values)
-    }
-}
-
 impl FromText for Option<Vec<String>> {
-    fn from_text(values: Vec<String>, _: &str) -> Result<Self, ConfigError> {
+    fn from_text(values: Vec<String>, _: &str, _: &str) -> Result<Self, ConfigError> {
         Ok(Some(values).filter(|v| !v.is_empty()))
     }
 }
 
+impl FromText for Option<Vec<Multiaddr>> {
+    fn from_text(values: Vec<String>, _: &str, key: &str) -> Result<Self, ConfigError> {
+        let addrs = values
+            .iter()
+            .map(|v| de::multiaddr(v).map_err(|e| invalid(key, &e)))
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(Some(addrs).filter(|v| !v.is_empty()))
+    }
+}
+
+impl FromText for Option<SocketAddr> {
+    fn from_text(values: Vec<String>, _: &str, key: &str) -> Result<Self, ConfigError> {
+        last(values)
+            .map(|v| de::socket(&v).map_err(|e| invalid(key, &e)))
+            .transpose()
+    }
+}
+
+impl FromText for Option<LogFormat> {
+    fn from_text(values: Vec<String>, _: &str, key: &str) -> Result<Self, ConfigError> {
+        last(values)
+            .map(|v| v.trim().parse().map_err(|e: String| invalid(key, &e)))
+            .transpose()
+    }
+}
+
 impl FromText for Option<bool> {
-    fn from_text(values: Vec<String>, source: &str) -> Result<Self, ConfigError> {
+    fn from_text(values: Vec<String>, source: &str, _: &str) -> Result<Self, ConfigError> {
         last(values).map(|v| boolean(&v, source)).transpose()
     }
+}
+
+/// Whole seconds.
+impl FromText for Option<Duration> {
+    fn from_text(values: Vec<String>, source: &str, key: &str) -> Result<Self, ConfigError> {
+        Ok(Option::<u64>::from_text(values, source, key)?.map(Duration::from_secs))
+    }
+}
+
+/// Whole milliseconds, for the settings whose key ends in `_ms`.
+fn millis(values: Vec<String>, source: &str, key: &str) -> Result<Option<Duration>, ConfigError> {
+    Ok(Option::<u64>::from_text(values, source, key)?.map(Duration::from_millis))
 }
 
 macro_rules! numbers {
     ($($t:ty),*) => {$(
         impl FromText for Option<$t> {
-            fn from_text(values: Vec<String>, source: &str) -> Result<Self, ConfigError> {
+            fn from_text(values: Vec<String>, source: &str, _: &str) -> Result<Self, ConfigError> {
                 Ok(last(values).map(|v| number(&v, source)).transpose()?.flatten())
             }
         }
@@ -138,9 +176,10 @@ macro_rules! numbers {
 numbers!(u64, usize, f64);
 
 /// The table's rows: `field: Kind, "toml.key", "AGORA_VAR", flag, default, "help";` where
-/// `field` is the [`Overrides`] field the row fills.
+/// `field` is the [`ConfigPatch`] field the row fills (`field [millis]` for a duration the key
+/// gives in milliseconds).
 macro_rules! settings {
-    ($($field:ident $(. $sub:ident)?: $kind:expr, $key:literal, $env:literal, $flag:expr,
+    ($($($field:ident).+ $([$read:ident])?: $kind:expr, $key:literal, $env:literal, $flag:expr,
        $default:expr, $help:literal;)*) => {
         /// Every setting the environment and a flag can set, in `--help` order.
         pub const SETTINGS: &[Setting] = &[$(Setting {
@@ -151,10 +190,16 @@ macro_rules! settings {
             help: $help,
             default: $default,
             set: |o, values, source| {
-                o.$field $(.$sub)? = FromText::from_text(values, source)?;
+                o.$($field).+ = settings!(@read values, source, $key $(, $read)?)?;
                 Ok(())
             },
         }),*];
+    };
+    (@read $values:ident, $source:ident, $key:literal) => {
+        FromText::from_text($values, $source, $key)
+    };
+    (@read $values:ident, $source:ident, $key:literal, $read:ident) => {
+        $read($values, $source, $key)
     };
 }
 
@@ -163,7 +208,7 @@ fn none(_: &Config) -> String {
     "none".to_owned()
 }
 
-fn secs(d: std::time::Duration) -> String {
+fn secs(d: Duration) -> String {
     d.as_secs().to_string()
 }
 
@@ -185,49 +230,49 @@ settings! {
     bootstrap: List, "bootstrap", "AGORA_BOOTSTRAP", Some("bootstrap"), none,
         "A node to join (repeatable), e.g. /ip4/127.0.0.1/tcp/4001/p2p/<peer id>";
     peers_low: Integer, "peers_low", "AGORA_PEERS_LOW", Some("peers-low"),
-        |c| c.peers.low.to_string(), "Connection manager: trim down to this many connected peers";
+        |c| c.peers_low.to_string(), "Connection manager: trim down to this many connected peers";
     peers_high: Integer, "peers_high", "AGORA_PEERS_HIGH", Some("peers-high"),
-        |c| c.peers.high.to_string(),
+        |c| c.peers_high.to_string(),
         "Connection manager: trim only when more than this many peers are connected";
     greet_interval: Integer, "greet_interval", "AGORA_GREET_INTERVAL", Some("greet-interval"),
         |c| secs(c.greet_interval),
         "AGH greet interval in seconds (remote presence lasts twice as long)";
-    nats.servers: List, "agh.nats.url", "AGORA_AGH_NATS_URL", Some("agh-nats-url"), none,
+    agh.nats.servers: List, "agh.nats.url", "AGORA_AGH_NATS_URL", Some("agh-nats-url"), none,
         "NATS server URL (repeatable; `servers` in agora.toml), e.g. nats://127.0.0.1:4222";
-    nats.user: Text, "agh.nats.user", "AGORA_AGH_NATS_USER", Some("agh-nats-user"), none,
+    agh.nats.user: Text, "agh.nats.user", "AGORA_AGH_NATS_USER", Some("agh-nats-user"), none,
         "NATS user, with the password";
-    nats.password: Hidden, "agh.nats.password_file", "AGORA_AGH_NATS_PASSWORD", None, none,
+    agh.nats.password: Hidden, "agh.nats.password_file", "AGORA_AGH_NATS_PASSWORD", None, none,
         "NATS password (in agora.toml: a file holding it)";
-    nats.token: Hidden, "agh.nats.token_file", "AGORA_AGH_NATS_TOKEN", None, none,
+    agh.nats.token: Hidden, "agh.nats.token_file", "AGORA_AGH_NATS_TOKEN", None, none,
         "NATS token (in agora.toml: a file holding it)";
-    nats.nkey_seed_file: Text, "agh.nats.nkey_seed_file", "AGORA_AGH_NATS_NKEY_SEED_FILE",
+    agh.nats.nkey_seed_file: Text, "agh.nats.nkey_seed_file", "AGORA_AGH_NATS_NKEY_SEED_FILE",
         Some("agh-nats-nkey-seed-file"), none, "File holding a NATS user NKey seed (SU…)";
-    nats.creds_file: Text, "agh.nats.creds_file", "AGORA_AGH_NATS_CREDS_FILE",
+    agh.nats.creds_file: Text, "agh.nats.creds_file", "AGORA_AGH_NATS_CREDS_FILE",
         Some("agh-nats-creds-file"), none, "NATS credentials file (user JWT and NKey seed)";
-    nats.tls_required: Switch, "agh.nats.tls_required", "AGORA_AGH_NATS_TLS_REQUIRED",
+    agh.nats.tls_required: Switch, "agh.nats.tls_required", "AGORA_AGH_NATS_TLS_REQUIRED",
         Some("agh-nats-tls-required"), |_| "off".to_owned(), "Refuse a NATS connection without TLS";
-    nats.ca_file: Text, "agh.nats.ca_file", "AGORA_AGH_NATS_CA_FILE", Some("agh-nats-ca-file"),
+    agh.nats.ca_file: Text, "agh.nats.ca_file", "AGORA_AGH_NATS_CA_FILE", Some("agh-nats-ca-file"),
         |_| "the Mozilla roots".to_owned(), "PEM roots to trust for NATS TLS";
-    nats.cert_file: Text, "agh.nats.cert_file", "AGORA_AGH_NATS_CERT_FILE",
+    agh.nats.cert_file: Text, "agh.nats.cert_file", "AGORA_AGH_NATS_CERT_FILE",
         Some("agh-nats-cert-file"), none, "NATS client certificate chain (PEM), with its key";
-    nats.key_file: Text, "agh.nats.key_file", "AGORA_AGH_NATS_KEY_FILE",
+    agh.nats.key_file: Text, "agh.nats.key_file", "AGORA_AGH_NATS_KEY_FILE",
         Some("agh-nats-key-file"), none, "Private key (PEM) of the NATS client certificate";
     api_key: Hidden, "api_key", "AGORA_API_KEY", None, none,
         "The node's API key, required by every HTTP and WebSocket face once set";
     rpc.api_key: Hidden, "rpc.api_key", "AGORA_RPC_API_KEY", None, none,
         "An older name of api_key";
     max_connections: Integer, "max_connections", "AGORA_MAX_CONNECTIONS",
-        Some("max-connections"), |c| c.faces.max_connections.to_string(),
+        Some("max-connections"), |c| c.max_connections.to_string(),
         "Connections served at once by each HTTP and WebSocket face (beyond: 503)";
     header_timeout: Integer, "header_timeout", "AGORA_HEADER_TIMEOUT", Some("header-timeout"),
-        |c| secs(c.faces.header_timeout),
+        |c| secs(c.header_timeout),
         "Seconds for a request's headers (or a WebSocket upgrade) to arrive; also how long an \
          HTTP connection may wait for its next request";
     request_timeout: Integer, "request_timeout", "AGORA_REQUEST_TIMEOUT",
-        Some("request-timeout"), |c| secs(c.faces.request_timeout),
+        Some("request-timeout"), |c| secs(c.request_timeout),
         "Seconds for a request's body to arrive and its answer to be ready (beyond: 408)";
     ws_idle_timeout: Integer, "ws_idle_timeout", "AGORA_WS_IDLE_TIMEOUT",
-        Some("ws-idle-timeout"), |c| secs(c.faces.ws_idle_timeout),
+        Some("ws-idle-timeout"), |c| secs(c.ws_idle_timeout),
         "Seconds a WebSocket may go without a frame either way before it is closed";
     allowed_origins: List, "allowed_origins", "AGORA_ALLOWED_ORIGINS", Some("allow-origin"),
         none,
@@ -244,25 +289,25 @@ settings! {
         Some("agh-max-channels"), |c| c.agh.max_channels.to_string(),
         "Channels one agent connection may be in";
     rpc.conn_rate: Decimal, "rpc.conn_rate", "AGORA_RPC_CONN_RATE", Some("rpc-conn-rate"),
-        |c| c.rpc_conn_rate.to_string(), "JSON-RPC requests per second per connection";
+        |c| c.rpc.conn_rate.to_string(), "JSON-RPC requests per second per connection";
     rpc.key_rate: Decimal, "rpc.key_rate", "AGORA_RPC_KEY_RATE", Some("rpc-key-rate"),
-        |c| c.rpc_key_rate.to_string(), "JSON-RPC requests per second per credential";
+        |c| c.rpc.key_rate.to_string(), "JSON-RPC requests per second per credential";
     rpc.conn_frames: Integer, "rpc.conn_frames", "AGORA_RPC_CONN_FRAMES",
-        Some("rpc-conn-frames"), |c| c.rpc_conn_frames.to_string(),
+        Some("rpc-conn-frames"), |c| c.rpc.conn_frames.to_string(),
         "JSON-RPC frames in flight per connection";
     rpc.conn_bytes: Integer, "rpc.conn_bytes", "AGORA_RPC_CONN_BYTES", Some("rpc-conn-bytes"),
-        |c| c.rpc_conn_bytes.to_string(), "JSON-RPC bytes held per connection";
+        |c| c.rpc.conn_bytes.to_string(), "JSON-RPC bytes held per connection";
     rpc.total_bytes: Integer, "rpc.total_bytes", "AGORA_RPC_TOTAL_BYTES",
-        Some("rpc-total-bytes"), |c| c.rpc_total_bytes.to_string(),
+        Some("rpc-total-bytes"), |c| c.rpc.total_bytes.to_string(),
         "JSON-RPC bytes held for all connections";
-    rpc.write_timeout_secs: Integer, "rpc.write_timeout_secs", "AGORA_RPC_WRITE_TIMEOUT_SECS",
-        Some("rpc-write-timeout-secs"), |c| secs(c.rpc_write_timeout),
+    rpc.write_timeout: Integer, "rpc.write_timeout_secs", "AGORA_RPC_WRITE_TIMEOUT_SECS",
+        Some("rpc-write-timeout-secs"), |c| secs(c.rpc.write_timeout),
         "Seconds one write to a JSON-RPC client may take";
     rpc.guard_workers: Integer, "rpc.guard_workers", "AGORA_RPC_GUARD_WORKERS",
-        Some("rpc-guard-workers"), |c| c.rpc_guard_workers.to_string(),
+        Some("rpc-guard-workers"), |c| c.rpc.guard_workers.to_string(),
         "guard.validate / guard.checkSafety calls running at once";
-    rpc.guard_budget_ms: Integer, "rpc.guard_budget_ms", "AGORA_RPC_GUARD_BUDGET_MS",
-        Some("rpc-guard-budget-ms"), |c| c.rpc_guard_budget.as_millis().to_string(),
+    rpc.guard_budget [millis]: Integer, "rpc.guard_budget_ms", "AGORA_RPC_GUARD_BUDGET_MS",
+        Some("rpc-guard-budget-ms"), |c| c.rpc.guard_budget.as_millis().to_string(),
         "Milliseconds one such call may take, waiting included";
     agtp.tls: Switch, "agtp.tls", "AGORA_AGTP_TLS", Some("agtp-tls"), |_| "off".to_owned(),
         "Serve the AGTP face over TLS even on a loopback address";
@@ -339,7 +384,7 @@ settings! {
         "Log lines as `text` (colours only on a terminal) or `json` (one object per line)";
 }
 
-fn join(addrs: &[libp2p::Multiaddr]) -> String {
+fn join(addrs: &[Multiaddr]) -> String {
     addrs
         .iter()
         .map(ToString::to_string)
@@ -355,8 +400,8 @@ impl Config {
     /// Overrides read from `AGORA_*` environment variables (the [`SETTINGS`] table); a value
     /// that does not parse is an error naming the variable. An empty number is the same as an
     /// unset one.
-    pub fn env_overrides(get: impl Fn(&str) -> Option<String>) -> Result<Overrides, ConfigError> {
-        let mut o = Overrides::default();
+    pub fn env_overrides(get: impl Fn(&str) -> Option<String>) -> Result<ConfigPatch, ConfigError> {
+        let mut o = ConfigPatch::default();
         for setting in SETTINGS {
             if let Some(value) = get(setting.env) {
                 setting.read_env(&mut o, value)?;

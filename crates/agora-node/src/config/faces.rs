@@ -1,99 +1,76 @@
 //! The faces' top-level settings: the API key (`api_key`, `AGORA_API_KEY`; `[rpc] api_key`,
 //! `AGORA_RPC_API_KEY`), connection limits (`max_connections`, `header_timeout`,
-//! `request_timeout`, `ws_idle_timeout`), `allowed_origins`, `allowed_hosts`, `public_reads` and
-//! `[agh] max_channels`; the environment variables are `AGORA_` and the key in capitals
+//! `request_timeout`, `ws_idle_timeout`), `allowed_origins`, `allowed_hosts` and `public_reads`
+//! (fields of [`Config`]); the environment variables are `AGORA_` and the key in capitals
 //! (`AGORA_ALLOWED_ORIGINS`, …). Also [`FaceLimits`], the connection limits the serving layer
 //! (`faces/serve.rs`) takes, and [`split_port`], which it shares.
 
 use std::time::Duration;
 
-use super::{Config, ConfigError, Overrides, in_range, invalid, set_in_range};
+use super::{Config, ConfigError, ConfigPatch, check, invalid};
+
+/// The API key has two names (`api_key`, and the older `[rpc] api_key`): a layer that gives
+/// both must give the same key. The one given is checked and moved to `api_key`, which the
+/// layer then sets.
+pub(super) fn take_api_key(layer: &mut ConfigPatch) -> Result<(), ConfigError> {
+    let older = layer.rpc.api_key.take();
+    let (name, key) = match (layer.api_key.take(), older) {
+        (Some(a), Some(r)) if a.trim() != r.trim() => {
+            return Err(invalid(
+                "api_key",
+                "api_key and rpc.api_key (AGORA_API_KEY and AGORA_RPC_API_KEY) name the same \
+                 setting and differ: set one",
+            ));
+        }
+        (Some(k), _) => ("api_key", k),
+        (None, Some(k)) => ("rpc.api_key", k),
+        (None, None) => return Ok(()),
+    };
+    let key = key.trim();
+    if key.chars().count() < 16 {
+        return Err(invalid(name, "must be at least 16 characters"));
+    }
+    if !key.bytes().all(|b| b.is_ascii_graphic()) {
+        return Err(invalid(
+            name,
+            "must be printable ASCII without spaces (it travels in an HTTP header)",
+        ));
+    }
+    layer.api_key = Some(key.to_owned());
+    Ok(())
+}
 
 impl Config {
-    /// Applies the API key, the connection limits and the access settings of one layer.
-    pub(super) fn apply_access(&mut self, o: &Overrides) -> Result<(), ConfigError> {
-        let key = match (&o.api_key, &o.rpc.api_key) {
-            (Some(a), Some(r)) if a.trim() != r.trim() => {
-                return Err(invalid(
-                    "api_key",
-                    "api_key and rpc.api_key (AGORA_API_KEY and AGORA_RPC_API_KEY) name the same \
-                     setting and differ: set one",
-                ));
-            }
-            (Some(k), _) => Some(("api_key", k)),
-            (None, Some(k)) => Some(("rpc.api_key", k)),
-            (None, None) => None,
-        };
-        if let Some((name, key)) = key {
-            let key = key.trim();
-            if key.chars().count() < 16 {
-                return Err(invalid(name, "must be at least 16 characters"));
-            }
-            if !key.bytes().all(|b| b.is_ascii_graphic()) {
-                return Err(invalid(
-                    name,
-                    "must be printable ASCII without spaces (it travels in an HTTP header)",
-                ));
-            }
-            self.api_key = Some(key.to_owned());
-        }
-        set_in_range(
-            &mut self.faces.max_connections,
+    /// Checks the connection limits and normalises the origins and hosts.
+    pub(super) fn settle_faces(&mut self) -> Result<(), ConfigError> {
+        check(
             "max_connections",
-            o.max_connections,
+            self.max_connections,
             1..=1_000_000,
             "must be 1 to 1000000",
         )?;
-        for (value, slot, key) in [
-            (
-                o.header_timeout,
-                &mut self.faces.header_timeout,
-                "header_timeout",
-            ),
-            (
-                o.request_timeout,
-                &mut self.faces.request_timeout,
-                "request_timeout",
-            ),
-            (
-                o.ws_idle_timeout,
-                &mut self.faces.ws_idle_timeout,
-                "ws_idle_timeout",
-            ),
+        for (value, key) in [
+            (self.header_timeout, "header_timeout"),
+            (self.request_timeout, "request_timeout"),
+            (self.ws_idle_timeout, "ws_idle_timeout"),
         ] {
-            if let Some(secs) = value {
-                *slot = Duration::from_secs(in_range(
-                    key,
-                    secs,
-                    1..=86_400,
-                    "must be 1 to 86400 seconds",
-                )?);
-            }
+            check(
+                key,
+                value,
+                Duration::from_secs(1)..=Duration::from_secs(86_400),
+                "must be 1 to 86400 seconds",
+            )?;
         }
-        if !o.allowed_origins.is_empty() {
-            self.allowed_origins = o
-                .allowed_origins
-                .iter()
-                .map(|v| parse_origin(v))
-                .collect::<Result<_, _>>()?;
-        }
-        if !o.allowed_hosts.is_empty() {
-            self.allowed_hosts = o
-                .allowed_hosts
-                .iter()
-                .map(|v| parse_host(v))
-                .collect::<Result<_, _>>()?;
-        }
-        if let Some(p) = o.public_reads {
-            self.public_reads = p;
-        }
-        set_in_range(
-            &mut self.agh.max_channels,
-            "agh.max_channels",
-            o.agh.max_channels,
-            1..=100_000,
-            "must be 1 to 100000",
-        )?;
+        self.allowed_origins = self
+            .allowed_origins
+            .iter()
+            .map(|v| parse_origin(v))
+            .collect::<Result<_, _>>()?;
+        self.allowed_hosts = self
+            .allowed_hosts
+            .iter()
+            .map(|v| parse_host(v))
+            .collect::<Result<_, _>>()?;
         Ok(())
     }
 }
@@ -143,7 +120,7 @@ fn parse_host(value: &str) -> Result<String, ConfigError> {
     }
 }
 
-/// Connection limits of one face.
+/// Connection limits of one face, as the serving layer takes them ([`Config::faces`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct FaceLimits {
     /// Connections served at once (each face has its own count). Default 1,024.

@@ -1,112 +1,19 @@
-//! [`Overrides`]: one layer of settings in the shape of `agora.toml` (each section's part is
-//! declared in its section's file: `MemoryOverrides` in `memory.rs`, …), read from the file by
-//! serde; and [`toml_keys`], every key the file accepts.
+//! Reading `agora.toml` into a layer ([`ConfigPatch`], by serde: unknown keys are refused, and a
+//! refused value names its key and line), its relative paths taken from the file's directory;
+//! and [`toml_keys`], every key the file accepts.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
-use serde::{Deserialize, Deserializer};
-
-use super::{
-    AghOverrides, AgtpOverrides, Config, ConfigError, ImprovingOverrides, LearningOverrides,
-    LogOverrides, MemoryOverrides, NatsOverrides, PaymentsOverrides, RpcOverrides,
-};
-
-/// One layer of settings, in the shape of `agora.toml`: the file is read into it (unknown keys
-/// are refused), and the environment and the flags fill it through [`SETTINGS`](super::SETTINGS).
-/// `None` (or an empty list) leaves the layer below.
-#[derive(Clone, Debug, Default, Deserialize)]
-#[serde(default, deny_unknown_fields)]
-pub struct Overrides {
-    /// `data`.
-    pub data: Option<PathBuf>,
-    /// `p2p_listen` (a string or a list).
-    #[serde(deserialize_with = "one_or_many")]
-    pub p2p_listen: Vec<String>,
-    /// `agh_listen`.
-    pub agh_listen: Option<String>,
-    /// `http_listen`.
-    pub http_listen: Option<String>,
-    /// `rpc_listen`.
-    pub rpc_listen: Option<String>,
-    /// `agtp_listen`.
-    pub agtp_listen: Option<String>,
-    /// `bootstrap` (a string or a list).
-    #[serde(deserialize_with = "one_or_many")]
-    pub bootstrap: Vec<String>,
-    /// `peers_low`.
-    pub peers_low: Option<usize>,
-    /// `peers_high`.
-    pub peers_high: Option<usize>,
-    /// `greet_interval`, seconds.
-    pub greet_interval: Option<u64>,
-    /// `api_key`.
-    pub api_key: Option<String>,
-    /// `max_connections`.
-    pub max_connections: Option<usize>,
-    /// `header_timeout`, seconds.
-    pub header_timeout: Option<u64>,
-    /// `request_timeout`, seconds.
-    pub request_timeout: Option<u64>,
-    /// `ws_idle_timeout`, seconds.
-    pub ws_idle_timeout: Option<u64>,
-    /// `allowed_origins` (a string or a list).
-    #[serde(deserialize_with = "one_or_many")]
-    pub allowed_origins: Vec<String>,
-    /// `allowed_hosts` (a string or a list).
-    #[serde(deserialize_with = "one_or_many")]
-    pub allowed_hosts: Vec<String>,
-    /// `public_reads`.
-    pub public_reads: Option<bool>,
-    /// `[agh]`.
-    pub agh: AghOverrides,
-    /// `[rpc]`.
-    pub rpc: RpcOverrides,
-    /// `[agtp]`.
-    pub agtp: AgtpOverrides,
-    /// `[memory]`.
-    pub memory: MemoryOverrides,
-    /// `[learning]`.
-    pub learning: LearningOverrides,
-    /// `[improving]`.
-    pub improving: ImprovingOverrides,
-    /// `[payments]`.
-    pub payments: PaymentsOverrides,
-    /// `[log]`.
-    pub log: LogOverrides,
-    /// `AGORA_AGH_NATS_*` and their flags: merged into `[agh.nats]` key by key (a file's
-    /// `[agh.nats]`, in `agh.nats`, replaces the section whole).
-    #[serde(skip)]
-    pub nats: NatsOverrides,
-    /// The directory relative paths are taken from (a file layer's: the file's directory).
-    #[serde(skip)]
-    pub base: Option<PathBuf>,
-}
-
-/// A string or a list of strings.
-#[derive(Debug, Deserialize)]
-#[serde(untagged)]
-enum OneOrMany {
-    One(String),
-    Many(Vec<String>),
-}
-
-/// Reads a string or a list of strings as a list.
-pub(super) fn one_or_many<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<String>, D::Error> {
-    Ok(match OneOrMany::deserialize(d)? {
-        OneOrMany::One(s) => vec![s],
-        OneOrMany::Many(v) => v,
-    })
-}
+use super::{Config, ConfigError, ConfigPatch, de};
 
 impl Config {
     /// Applies the contents of a TOML file: a layer whose relative paths (`[agtp]`,
     /// `[agh.nats]`) are taken from the file's directory.
     pub fn apply_file(&mut self, text: &str, path: &Path) -> Result<(), ConfigError> {
-        let mut layer: Overrides = toml::from_str(text).map_err(|e| ConfigError::Parse {
-            path: path.to_path_buf(),
-            message: e.to_string(),
-        })?;
-        layer.base = Some(path.parent().unwrap_or_else(|| Path::new("")).to_path_buf());
+        let mut layer: ConfigPatch = de::parse(text, path)?;
+        let base = path.parent().unwrap_or_else(|| Path::new(""));
+        layer.agtp.rebase(base);
+        layer.agh.nats.rebase(base);
         self.apply(layer)
     }
 }
@@ -119,7 +26,7 @@ pub fn toml_keys() -> Vec<String> {
     // The keys of the table that `header` (`[…]` or `[[…]]`, or nothing) opens.
     let keys_of = |header: &str| -> Option<Vec<String>> {
         let text = format!("{header}\n{PROBE} = 0\n");
-        let message = toml::from_str::<Overrides>(&text).err()?.to_string();
+        let message = toml::from_str::<ConfigPatch>(&text).err()?.to_string();
         let (_, expected) = message.split_once(&format!("unknown field `{PROBE}`"))?;
         Some(
             expected

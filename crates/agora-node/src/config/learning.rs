@@ -1,17 +1,31 @@
 //! `[learning]`: the learning service (`AGORA_LEARNING_*`).
 
 use serde::Deserialize;
+use struct_patch::Patch;
 
-use super::{Config, ConfigError, Endpoint, Overrides, invalid, set_in_range};
+use super::endpoint;
+use super::{ConfigError, check, one_of};
 
 /// `[learning]` settings (`docs/node.md` "Learning").
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Patch)]
+#[patch(attribute(derive(Clone, Debug, Default, Deserialize)))]
+#[patch(attribute(serde(default, deny_unknown_fields)))]
+#[patch(attribute(
+    doc = "`[learning]` in one layer of settings (see [`ConfigPatch`](super::ConfigPatch))."
+))]
 pub struct LearningConfig {
     /// `builtin` or `openai` (`reflector`, `AGORA_LEARNING_REFLECTOR`).
     pub reflector: String,
-    /// The `openai` reflector's chat endpoint (`base_url`, `model`, `api_key`;
-    /// `AGORA_LEARNING_BASE_URL`, `AGORA_LEARNING_MODEL`, `AGORA_LEARNING_API_KEY`).
-    pub endpoint: Endpoint,
+    /// The `openai` reflector's API root, e.g. `http://127.0.0.1:11434/v1` (`base_url`,
+    /// `AGORA_LEARNING_BASE_URL`).
+    #[patch(skip_wrap)]
+    pub base_url: Option<String>,
+    /// The `openai` reflector's model (`model`, `AGORA_LEARNING_MODEL`).
+    #[patch(skip_wrap)]
+    pub model: Option<String>,
+    /// The `openai` reflector's bearer token (`api_key`, `AGORA_LEARNING_API_KEY`).
+    #[patch(skip_wrap)]
+    pub api_key: Option<String>,
     /// Deadline of one LLM reflection (`timeout_ms`, `AGORA_LEARNING_TIMEOUT_MS`; default
     /// 20,000).
     pub timeout_ms: u64,
@@ -25,7 +39,9 @@ impl Default for LearningConfig {
     fn default() -> Self {
         Self {
             reflector: "builtin".to_owned(),
-            endpoint: Endpoint::default(),
+            base_url: None,
+            model: None,
+            api_key: None,
             timeout_ms: 20_000,
             max_playbooks: 1_000,
             max_bullets: 5_000,
@@ -33,67 +49,51 @@ impl Default for LearningConfig {
     }
 }
 
-impl Config {
-    /// Applies the `[learning]` settings of one layer.
-    pub(super) fn apply_learning(&mut self, o: &Overrides) -> Result<(), ConfigError> {
-        let l = &mut self.learning;
-        if let Some(r) = &o.learning.reflector {
-            let r = r.trim();
-            if !["builtin", "openai"].contains(&r) {
-                return Err(invalid(
-                    "learning.reflector",
-                    &format!("{r:?} is not builtin or openai"),
-                ));
-            }
-            r.clone_into(&mut l.reflector);
-        }
-        l.endpoint.apply(
-            "learning",
-            o.learning.base_url.as_ref(),
-            o.learning.model.as_ref(),
-            o.learning.api_key.as_ref(),
+impl LearningConfig {
+    /// Checks each `[learning]` setting.
+    pub(super) fn settle(&mut self) -> Result<(), ConfigError> {
+        one_of(
+            "learning.reflector",
+            &mut self.reflector,
+            &["builtin", "openai"],
         )?;
-        set_in_range(
-            &mut l.timeout_ms,
+        endpoint::settle(
+            "learning",
+            &mut self.base_url,
+            &mut self.model,
+            &mut self.api_key,
+        )?;
+        check(
             "learning.timeout_ms",
-            o.learning.timeout_ms,
+            self.timeout_ms,
             100..=600_000,
             "must be 100..600000",
         )?;
-        set_in_range(
-            &mut l.max_playbooks,
+        check(
             "learning.max_playbooks",
-            o.learning.max_playbooks,
+            self.max_playbooks,
             1..=1_000_000,
             "must be 1..1000000",
         )?;
-        set_in_range(
-            &mut l.max_bullets,
+        check(
             "learning.max_bullets",
-            o.learning.max_bullets,
+            self.max_bullets,
             1..=100_000,
             "must be 1..100000",
-        )?;
+        )
+    }
+
+    /// The checks across settings: the `openai` reflector needs its endpoint.
+    pub(super) fn validate(&self) -> Result<(), ConfigError> {
+        if self.reflector == "openai" {
+            endpoint::validate(
+                "learning",
+                "reflector = \"openai\"",
+                self.base_url.as_deref(),
+                self.model.as_deref(),
+                self.api_key.as_deref(),
+            )?;
+        }
         Ok(())
     }
-}
-
-/// `[learning]` in one layer of settings (see [`Overrides`]).
-#[derive(Clone, Debug, Default, Deserialize)]
-#[serde(default, deny_unknown_fields)]
-pub struct LearningOverrides {
-    /// `reflector`.
-    pub reflector: Option<String>,
-    /// `base_url`.
-    pub base_url: Option<String>,
-    /// `model`.
-    pub model: Option<String>,
-    /// `api_key`.
-    pub api_key: Option<String>,
-    /// `timeout_ms`.
-    pub timeout_ms: Option<u64>,
-    /// `max_playbooks`.
-    pub max_playbooks: Option<usize>,
-    /// `max_bullets`.
-    pub max_bullets: Option<usize>,
 }

@@ -2,8 +2,9 @@
 //! format (`format`, `AGORA_LOG_FORMAT`, `--log-format`).
 
 use serde::Deserialize;
+use struct_patch::Patch;
 
-use super::{ConfigError, Overrides, invalid};
+use super::{ConfigError, de, invalid};
 
 /// How log lines are written.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
@@ -27,37 +28,28 @@ impl std::str::FromStr for LogFormat {
 }
 
 /// `[log]` settings (`docs/node.md` "Logging").
-#[derive(Clone, Debug, PartialEq, Eq, Default)]
+#[derive(Clone, Debug, PartialEq, Eq, Default, Patch)]
+#[patch(attribute(derive(Clone, Debug, Default, Deserialize)))]
+#[patch(attribute(serde(default, deny_unknown_fields)))]
+#[patch(attribute(
+    doc = "`[log]` in one layer of settings (see [`ConfigPatch`](super::ConfigPatch))."
+))]
 pub struct LogConfig {
     /// A `tracing` filter (`level`, e.g. `info` or `warn,agora_node=debug`); `RUST_LOG` and
     /// `AGORA_LOG` take precedence. Default `warn,libp2p_kad=error,async_nats=off,agora_node=info`.
+    #[patch(skip_wrap)]
     pub level: Option<String>,
     /// `format` (`AGORA_LOG_FORMAT`, `--log-format`): `text` (default) or `json`.
+    #[patch(attribute(serde(deserialize_with = "de::log_format")))]
     pub format: LogFormat,
 }
 
 impl LogConfig {
-    /// Applies the `[log]` settings of one layer.
-    pub(super) fn apply(&mut self, o: &Overrides) -> Result<(), ConfigError> {
-        if let Some(l) = &o.log.level {
-            if l.trim().is_empty() {
-                return Err(invalid("log.level", "must not be empty"));
-            }
-            self.level = Some(l.clone());
-        }
-        if let Some(f) = &o.log.format {
-            self.format = f.parse().map_err(|e: String| invalid("log.format", &e))?;
+    /// Checks each `[log]` setting.
+    pub(super) fn settle(&self) -> Result<(), ConfigError> {
+        if self.level.as_ref().is_some_and(|l| l.trim().is_empty()) {
+            return Err(invalid("log.level", "must not be empty"));
         }
         Ok(())
     }
-}
-
-/// `[log]` in one layer of settings (see [`Overrides`]).
-#[derive(Clone, Debug, Default, Deserialize)]
-#[serde(default, deny_unknown_fields)]
-pub struct LogOverrides {
-    /// `level`.
-    pub level: Option<String>,
-    /// `format`.
-    pub format: Option<String>,
 }

@@ -5,29 +5,33 @@
 //! beyond loopback. Port 0 asks the system for a free port; the node prints the port it got on a
 //! `listening on <face> <addr>` line.
 //!
-//! This module owns [`Config`], [`Config::load`], [`Config::apply`] (one layer),
-//! [`Config::validate`] (the checks across settings, once after the last layer) and
-//! [`ConfigError`], and applies the top-level keys no section owns (`data`, the listen addresses,
-//! `bootstrap`, `greet_interval`). One file per `agora.toml` section holds the rest of a setting:
-//! the section's struct (its value and default), its layer struct (its key, as serde reads it),
-//! its check (through `in_range` for numbers), and its row in [`SETTINGS`] (variable, flag,
-//! help) in `env.rs`:
+//! A setting is declared once, as a field of its section's struct, with its default and, where
+//! its Rust type is not a TOML type, how `agora.toml` writes it (`de.rs`). Each section derives
+//! its layer ([`ConfigPatch`], `MemoryConfigPatch`, …: the same fields, each an `Option`) with
+//! `struct-patch`; the file is read into a layer by serde, and the environment and the flags fill
+//! one through [`SETTINGS`] (each setting's variable, flag and help, in `env.rs`). [`Config::apply`]
+//! lays one layer over the configuration, then checks and normalises every value
+//! (`Config::settle`, each number through `in_range`); [`Config::validate`] checks what depends
+//! on several settings, once after the last layer.
 //!
 //! | file | TOML | what |
 //! |---|---|---|
-//! | `faces.rs` | top level | API key, the faces' connection limits, origins and hosts |
-//! | `peers.rs` | top level | the connection manager's watermarks |
+//! | `mod.rs` | top level | [`Config`]: the listen addresses, `data`, `bootstrap`, the peer watermarks, `greet_interval` |
+//! | `faces.rs` | top level | the API key, the faces' connection limits, origins and hosts |
+//! | `peers.rs` | top level | [`PeerLimits`], the connection manager's watermarks as the mesh takes them |
 //! | `rpc.rs` | `[rpc]` | the JSON-RPC face's flow limits and guard workers, and their defaults |
 //! | `agh.rs` | `[agh]`, `[agh.nats]` | AGH settings and the NATS bridge |
 //! | `agtp.rs` | `[agtp]`, `[[agtp.peers]]` | the Agent Name Service and its listener |
 //! | `memory.rs`, `learning.rs`, `improving.rs`, `payments.rs` | `[memory]` … | the primitives' services |
-//! | `endpoint.rs` | `base_url`, `model`, `api_key` | the OpenAI-compatible endpoint of a section |
+//! | `endpoint.rs` | `base_url`, `model`, `api_key` | the checks of a section's OpenAI-compatible endpoint |
 //! | `log.rs` | `[log]` | log filter and format |
-//! | `file.rs` | all | [`Overrides`], one layer in the shape of `agora.toml`, read by serde |
+//! | `de.rs` | | how the file writes durations, addresses, lists and secrets |
+//! | `file.rs` | all | reading `agora.toml`, its relative paths, and [`toml_keys`], every key it takes |
 //! | `env.rs` | | [`SETTINGS`]: each setting's `AGORA_*` variable, flag, default and help |
 
 mod agh;
 mod agtp;
+mod de;
 mod endpoint;
 mod env;
 mod faces;
@@ -48,105 +52,128 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use libp2p::Multiaddr;
+use serde::Deserialize;
+use struct_patch::Patch;
 
 pub use agh::{
-    AghConfig, AghOverrides, DEFAULT_MAX_CHANNELS, NatsConfig, NatsOverrides, Secret,
+    AghConfig, AghConfigPatch, DEFAULT_MAX_CHANNELS, NatsConfig, NatsConfigPatch, Secret,
     nats_server_addr,
 };
-pub use agtp::{AgtpConfig, AgtpOverrides, PeerConfig, Weights};
-pub use endpoint::Endpoint;
+pub use agtp::{AgtpConfig, AgtpConfigPatch, PeerConfig};
 pub use env::{Kind, SETTINGS, Setting};
 pub use faces::FaceLimits;
 pub(crate) use faces::split_port;
-pub use file::{Overrides, toml_keys};
-pub use improving::{ImprovingConfig, ImprovingOverrides};
-pub use learning::{LearningConfig, LearningOverrides};
-pub use log::{LogConfig, LogFormat, LogOverrides};
-pub use memory::{MEMORY_EMBEDDERS, MemoryConfig, MemoryOverrides};
-pub use payments::{PaymentsConfig, PaymentsOverrides};
+pub use file::toml_keys;
+pub use improving::{ImprovingConfig, ImprovingConfigPatch};
+pub use learning::{LearningConfig, LearningConfigPatch};
+pub use log::{LogConfig, LogConfigPatch, LogFormat};
+pub use memory::{MEMORY_EMBEDDERS, MemoryConfig, MemoryConfigPatch};
+pub use payments::{PaymentsConfig, PaymentsConfigPatch};
 pub use peers::PeerLimits;
-pub use rpc::RpcOverrides;
+pub use rpc::{RpcConfig, RpcConfigPatch};
 
 /// Default data directory.
 pub const DEFAULT_DATA_DIR: &str = "agora-data";
 /// Default configuration file, looked up in the working directory.
 pub const DEFAULT_CONFIG_FILE: &str = "agora.toml";
 
-/// The node's effective configuration.
-#[derive(Clone, Debug, PartialEq)]
+/// The node's effective configuration, in the shape of `agora.toml` (a field per key, a
+/// struct per section).
+#[derive(Clone, Debug, PartialEq, Patch)]
+#[patch(attribute(derive(Clone, Debug, Default, Deserialize)))]
+#[patch(attribute(serde(default, deny_unknown_fields)))]
+#[patch(attribute(
+    doc = "One layer of settings in the shape of `agora.toml`: [`Config`]'s fields, each an \
+           `Option` (`None` leaves the layer below), derived by `struct-patch`."
+))]
 pub struct Config {
-    /// Data directory (node key, database).
+    /// Data directory: node key, database (`data`).
     pub data: PathBuf,
-    /// libp2p listen addresses.
+    /// libp2p listen addresses (`p2p_listen`, one or a list).
+    #[patch(attribute(serde(deserialize_with = "de::multiaddrs")))]
     pub p2p_listen: Vec<Multiaddr>,
-    /// AGH WebSocket face (`ws://<addr>/agh/v0`).
+    /// AGH WebSocket face, `ws://<addr>/agh/v0` (`agh_listen`).
+    #[patch(attribute(serde(deserialize_with = "de::socket_addr")))]
     pub agh_listen: SocketAddr,
-    /// HTTP API face.
+    /// HTTP API face (`http_listen`).
+    #[patch(attribute(serde(deserialize_with = "de::socket_addr")))]
     pub http_listen: SocketAddr,
-    /// Hyperspace JSON-RPC face (`ws://<addr>`).
+    /// Hyperspace JSON-RPC face, `ws://<addr>` (`rpc_listen`).
+    #[patch(attribute(serde(deserialize_with = "de::socket_addr")))]
     pub rpc_listen: SocketAddr,
-    /// AGTP face (the Agent Name Service).
+    /// AGTP face, the Agent Name Service (`agtp_listen`).
+    #[patch(attribute(serde(deserialize_with = "de::socket_addr")))]
     pub agtp_listen: SocketAddr,
     /// `[agtp]` settings.
+    #[patch(nesting)]
     pub agtp: AgtpConfig,
-    /// Nodes to join.
+    /// Nodes to join (`bootstrap`, one or a list).
+    #[patch(attribute(serde(deserialize_with = "de::multiaddrs")))]
     pub bootstrap: Vec<Multiaddr>,
-    /// Connection manager watermarks: above `peers.high` connected peers the least recently
-    /// used unprotected ones are closed until `peers.low` remain (`peers_low`, `peers_high`).
-    pub peers: PeerLimits,
-    /// AGH greet interval; remote presence lives twice as long.
+    /// The connection manager trims down to this many connected peers (`peers_low`; see
+    /// [`Config::peers`]).
+    pub peers_low: usize,
+    /// … once more than this many are connected (`peers_high`).
+    pub peers_high: usize,
+    /// AGH greet interval; remote presence lives twice as long (`greet_interval`, seconds).
+    #[patch(attribute(serde(deserialize_with = "de::secs")))]
     pub greet_interval: Duration,
-    /// AGH settings.
+    /// `[agh]` settings.
+    #[patch(nesting)]
     pub agh: AghConfig,
     /// The node's API key (`api_key`, `AGORA_API_KEY`; `[rpc] api_key` and `AGORA_RPC_API_KEY`
     /// are older names of the same setting): required by every HTTP and WebSocket face once
     /// set, and required to bind any of them beyond loopback.
+    #[patch(skip_wrap)]
     pub api_key: Option<String>,
-    /// Connection limits of each HTTP and WebSocket face (`max_connections`, `header_timeout`,
-    /// `request_timeout`, `ws_idle_timeout`).
-    pub faces: FaceLimits,
+    /// Connections served at once by each HTTP and WebSocket face (`max_connections`; see
+    /// [`Config::faces`]).
+    pub max_connections: usize,
+    /// Time for a request's headers to arrive (`header_timeout`, seconds).
+    #[patch(attribute(serde(deserialize_with = "de::secs")))]
+    pub header_timeout: Duration,
+    /// Time for a request's body to arrive and its answer to be ready (`request_timeout`,
+    /// seconds).
+    #[patch(attribute(serde(deserialize_with = "de::secs")))]
+    pub request_timeout: Duration,
+    /// How long a WebSocket may go without a frame either way (`ws_idle_timeout`, seconds).
+    #[patch(attribute(serde(deserialize_with = "de::secs")))]
+    pub ws_idle_timeout: Duration,
     /// Browser origins allowed to open WebSockets and send changes, besides the node's own
     /// pages (`allowed_origins`; lowercase `scheme://host[:port]`).
+    #[patch(attribute(serde(deserialize_with = "de::one_or_many")))]
     pub allowed_origins: Vec<String>,
     /// Host names that name this node besides loopback ones (`allowed_hosts`; lowercase
     /// `name` or `name:port`).
+    #[patch(attribute(serde(deserialize_with = "de::one_or_many")))]
     pub allowed_hosts: Vec<String>,
     /// The HTTP API's read-only endpoints answer without the API key (`public_reads`).
     pub public_reads: bool,
-    /// JSON-RPC requests per second per connection (`[rpc] conn_rate`, `AGORA_RPC_CONN_RATE`).
-    pub rpc_conn_rate: f64,
-    /// JSON-RPC requests per second per credential (`[rpc] key_rate`, `AGORA_RPC_KEY_RATE`).
-    pub rpc_key_rate: f64,
-    /// JSON-RPC frames in flight per connection (`[rpc] conn_frames`, `AGORA_RPC_CONN_FRAMES`).
-    pub rpc_conn_frames: usize,
-    /// JSON-RPC bytes held per connection (`[rpc] conn_bytes`, `AGORA_RPC_CONN_BYTES`).
-    pub rpc_conn_bytes: usize,
-    /// JSON-RPC bytes held for all connections (`[rpc] total_bytes`, `AGORA_RPC_TOTAL_BYTES`).
-    pub rpc_total_bytes: usize,
-    /// Longest write to a JSON-RPC client (`[rpc] write_timeout_secs`,
-    /// `AGORA_RPC_WRITE_TIMEOUT_SECS`).
-    pub rpc_write_timeout: Duration,
-    /// `guard.validate` / `guard.checkSafety` running at once (`[rpc] guard_workers`,
-    /// `AGORA_RPC_GUARD_WORKERS`).
-    pub rpc_guard_workers: usize,
-    /// Time budget of one such call, waiting included (`[rpc] guard_budget_ms`,
-    /// `AGORA_RPC_GUARD_BUDGET_MS`).
-    pub rpc_guard_budget: Duration,
+    /// `[rpc]` settings.
+    #[patch(nesting)]
+    pub rpc: RpcConfig,
     /// `[memory]` settings.
+    #[patch(nesting)]
     pub memory: MemoryConfig,
     /// `[learning]` settings.
+    #[patch(nesting)]
     pub learning: LearningConfig,
     /// `[improving]` settings.
+    #[patch(nesting)]
     pub improving: ImprovingConfig,
     /// `[payments]` settings.
+    #[patch(nesting)]
     pub payments: PaymentsConfig,
     /// `[log]` settings.
+    #[patch(nesting)]
     pub log: LogConfig,
 }
 
 impl Default for Config {
     fn default() -> Self {
         let lo = |port| SocketAddr::from(([127, 0, 0, 1], port));
+        let peers = PeerLimits::default();
+        let faces = FaceLimits::default();
         Self {
             data: PathBuf::from(DEFAULT_DATA_DIR),
             p2p_listen: vec![default_p2p()],
@@ -156,27 +183,19 @@ impl Default for Config {
             agtp_listen: lo(4480),
             agtp: AgtpConfig::default(),
             bootstrap: Vec::new(),
-            peers: PeerLimits::default(),
+            peers_low: peers.low,
+            peers_high: peers.high,
             greet_interval: Duration::from_secs(agora_agh::presence::DEFAULT_GREET_INTERVAL as u64),
-            agh: AghConfig {
-                replay_age: agora_agh::validate::DEFAULT_REPLAY_AGE,
-                reference_admission: false,
-                nats: None,
-                max_channels: DEFAULT_MAX_CHANNELS,
-            },
+            agh: AghConfig::default(),
             api_key: None,
-            faces: FaceLimits::default(),
+            max_connections: faces.max_connections,
+            header_timeout: faces.header_timeout,
+            request_timeout: faces.request_timeout,
+            ws_idle_timeout: faces.ws_idle_timeout,
             allowed_origins: Vec::new(),
             allowed_hosts: Vec::new(),
             public_reads: false,
-            rpc_conn_rate: rpc::CONN_RATE,
-            rpc_key_rate: rpc::KEY_RATE,
-            rpc_conn_frames: rpc::CONN_FRAMES,
-            rpc_conn_bytes: rpc::CONN_BYTES,
-            rpc_total_bytes: rpc::TOTAL_BYTES,
-            rpc_write_timeout: rpc::WRITE_TIMEOUT,
-            rpc_guard_workers: rpc::GUARD_WORKERS,
-            rpc_guard_budget: rpc::GUARD_BUDGET,
+            rpc: RpcConfig::default(),
             memory: MemoryConfig::default(),
             learning: LearningConfig::default(),
             improving: ImprovingConfig::default(),
@@ -223,8 +242,8 @@ pub enum ConfigError {
 
 impl Config {
     /// Loads `file` (when given, it must exist; otherwise `./agora.toml` is used if present)
-    /// and applies `overrides` on top. Call [`Config::validate`] after the last layer.
-    pub fn load(file: Option<&Path>, overrides: Overrides) -> Result<Self, ConfigError> {
+    /// and applies `layer` on top. Call [`Config::validate`] after the last layer.
+    pub fn load(file: Option<&Path>, layer: ConfigPatch) -> Result<Self, ConfigError> {
         let mut cfg = Self::default();
         let path = match file {
             Some(p) => Some(p.to_path_buf()),
@@ -237,74 +256,62 @@ impl Config {
             })?;
             cfg.apply_file(&text, &path)?;
         }
-        cfg.apply(overrides)?;
+        cfg.apply(layer)?;
         Ok(cfg)
     }
 
-    /// Applies one layer of overrides.
-    pub fn apply(&mut self, mut o: Overrides) -> Result<(), ConfigError> {
-        self.apply_access(&o)?;
-        self.apply_memory(&o)?;
-        self.apply_learning(&o)?;
-        self.apply_improving(&o)?;
-        self.payments.apply(&o)?;
-        self.log.apply(&o)?;
-        if let Some(d) = o.data.take() {
-            self.data = d;
+    /// Lays one layer over the configuration, then checks and normalises every setting
+    /// (`Config::settle`).
+    pub fn apply(&mut self, mut layer: ConfigPatch) -> Result<(), ConfigError> {
+        faces::take_api_key(&mut layer)?;
+        Patch::apply(self, layer);
+        self.settle()
+    }
+
+    /// Checks each setting and puts it in its normal form (trimmed, lowercased, a `url` moved
+    /// into `servers`): every number through [`in_range`], so each check is written once
+    /// whichever layer the value comes from. Settling a settled configuration changes nothing.
+    fn settle(&mut self) -> Result<(), ConfigError> {
+        check(
+            "greet_interval",
+            self.greet_interval,
+            Duration::from_secs(1)..,
+            "must be at least 1 second",
+        )?;
+        self.settle_faces()?;
+        self.agh.settle()?;
+        self.rpc.settle()?;
+        self.agtp.settle()?;
+        self.memory.settle()?;
+        self.learning.settle()?;
+        self.improving.settle()?;
+        self.payments.settle()?;
+        self.log.settle()
+    }
+
+    /// The connection manager's watermarks.
+    pub fn peers(&self) -> PeerLimits {
+        PeerLimits {
+            low: self.peers_low,
+            high: self.peers_high,
+            ..PeerLimits::default()
         }
-        if !o.p2p_listen.is_empty() {
-            self.p2p_listen = parse_multiaddrs(&o.p2p_listen, "p2p_listen")?;
+    }
+
+    /// The connection limits of each HTTP and WebSocket face.
+    pub fn faces(&self) -> FaceLimits {
+        FaceLimits {
+            max_connections: self.max_connections,
+            header_timeout: self.header_timeout,
+            request_timeout: self.request_timeout,
+            ws_idle_timeout: self.ws_idle_timeout,
         }
-        for (value, slot, key) in [
-            (o.agh_listen.take(), &mut self.agh_listen, "agh_listen"),
-            (o.http_listen.take(), &mut self.http_listen, "http_listen"),
-            (o.rpc_listen.take(), &mut self.rpc_listen, "rpc_listen"),
-            (o.agtp_listen.take(), &mut self.agtp_listen, "agtp_listen"),
-        ] {
-            if let Some(v) = value {
-                *slot = v
-                    .trim()
-                    .parse()
-                    .map_err(|_| invalid(key, &format!("{v:?} is not an IP:port address")))?;
-            }
-        }
-        if !o.bootstrap.is_empty() {
-            self.bootstrap = parse_multiaddrs(&o.bootstrap, "bootstrap")?;
-        }
-        if let Some(low) = o.peers_low {
-            self.peers.low = low;
-        }
-        if let Some(high) = o.peers_high {
-            self.peers.high = high;
-        }
-        if let Some(secs) = o.greet_interval {
-            self.greet_interval = Duration::from_secs(in_range(
-                "greet_interval",
-                secs,
-                1..,
-                "must be at least 1 second",
-            )?);
-        }
-        self.apply_rpc(&o)?;
-        if !o.nats.is_empty() {
-            o.nats
-                .apply_to(self.agh.nats.get_or_insert_with(NatsConfig::default));
-        }
-        if let Some(t) = o.agtp.tls {
-            self.agtp.tls = t;
-        }
-        if let Some(i) = o.agtp.insecure {
-            self.agtp.insecure = i;
-        }
-        let base = o.base.take().unwrap_or_default();
-        self.apply_agtp(o.agtp, &base)?;
-        self.apply_agh(o.agh, &base)
     }
 
     /// Checks what single layers cannot: settings that depend on each other. Call it once,
     /// after the last layer.
     pub fn validate(&self) -> Result<(), ConfigError> {
-        if let Some(nats) = &self.agh.nats {
+        if let Some(nats) = self.agh.nats() {
             nats.check()?;
         }
         if self.api_key.is_none() {
@@ -325,25 +332,17 @@ impl Config {
             }
         }
         self.memory.validate()?;
-        if self.improving.endpoint.base_url.is_some() || self.improving.endpoint.model.is_some() {
-            self.improving
-                .endpoint
-                .validate("improving", "base_url or model")?;
-        }
-        if self.learning.reflector == "openai" {
-            self.learning
-                .endpoint
-                .validate("learning", "reflector = \"openai\"")?;
-        }
-        if self.peers.low == 0 {
+        self.improving.validate()?;
+        self.learning.validate()?;
+        if self.peers_low == 0 {
             return Err(invalid("peers_low", "must be at least 1"));
         }
-        if self.peers.high < self.peers.low {
+        if self.peers_high < self.peers_low {
             return Err(invalid(
                 "peers_high",
                 &format!(
                     "must be at least peers_low ({}), got {}",
-                    self.peers.low, self.peers.high
+                    self.peers_low, self.peers_high
                 ),
             ));
         }
@@ -366,17 +365,26 @@ fn in_range<T: PartialOrd>(
     }
 }
 
-/// Stores a layer's `value` in `slot` once [`in_range`] accepts it; `None` leaves `slot`.
-fn set_in_range<T: PartialOrd, U: From<T>>(
-    slot: &mut U,
+/// Refuses `value` unless `range` holds it: [`in_range`] for a setting already in place.
+fn check<T: PartialOrd>(
     key: &str,
-    value: Option<T>,
+    value: T,
     range: impl RangeBounds<T>,
     message: &str,
 ) -> Result<(), ConfigError> {
-    if let Some(v) = value {
-        *slot = in_range(key, v, range, message)?.into();
+    in_range(key, value, range, message).map(drop)
+}
+
+/// Trims `value` and refuses it unless it is one of `words`.
+fn one_of(key: &str, value: &mut String, words: &[&str]) -> Result<(), ConfigError> {
+    let v = value.trim();
+    if !words.contains(&v) {
+        return Err(invalid(
+            key,
+            &format!("{v:?} is not one of {}", words.join(", ")),
+        ));
     }
+    *value = v.to_owned();
     Ok(())
 }
 
@@ -385,15 +393,4 @@ fn invalid(key: &str, message: &str) -> ConfigError {
         key: key.to_owned(),
         message: message.to_owned(),
     }
-}
-
-fn parse_multiaddrs(values: &[String], key: &str) -> Result<Vec<Multiaddr>, ConfigError> {
-    values
-        .iter()
-        .map(|v| {
-            v.trim()
-                .parse::<Multiaddr>()
-                .map_err(|e| invalid(key, &format!("{v:?} is not a multiaddr ({e})")))
-        })
-        .collect()
 }

@@ -21,19 +21,19 @@
 //! - on loopback without a configured key, a client without a header is trusted (local SDK use).
 //!
 //! Flow control. One task per connection reads frames, one writes to the socket; between them a
-//! channel of [`RpcState::conn_frames`] + [`SERVER_REQUESTS`] entries (when it is full the
+//! channel of [`RpcConfig::conn_frames`] + [`SERVER_REQUESTS`] entries (when it is full the
 //! reader waits, reading nothing, and a server-to-client request waits within its own deadline).
 //! The frames whose calls are being answered wait in the reading task, at most
-//! [`RpcState::conn_frames`] of them (no task per frame). A frame is *in flight*
+//! [`RpcConfig::conn_frames`] of them (no task per frame). A frame is *in flight*
 //! from the moment it is read until its reply has been written to the socket. While its calls
 //! are answered it holds the larger of its own size and a reservation for their replies (per
 //! call the connection's largest recent reply, at least [`REPLY_RESERVE`]); then the size of its
 //! encoded reply until that is written. The reader reads the next frame only while the
-//! connection has fewer than [`RpcState::conn_frames`] frames in flight, holds less than
-//! [`RpcState::conn_bytes`] bytes (server-to-client requests waiting to be written included),
-//! all connections together hold less than [`RpcState::total_bytes`], and the connection is not
+//! connection has fewer than [`RpcConfig::conn_frames`] frames in flight, holds less than
+//! [`RpcConfig::conn_bytes`] bytes (server-to-client requests waiting to be written included),
+//! all connections together hold less than [`RpcConfig::total_bytes`], and the connection is not
 //! paused by a rate limit: a client that sends faster than it reads is not read from (TCP
-//! pushes back on it). A write that does not complete within [`RpcState::write_timeout`] closes
+//! pushes back on it). A write that does not complete within [`RpcConfig::write_timeout`] closes
 //! the connection (1008, when the socket still takes the close frame). Limits are checked before
 //! a frame is read, so a connection can go over them by one frame (≤ [`MAX_MESSAGE_BYTES`]) and
 //! by the replies that turn out larger than their reservation (the first large replies of a
@@ -52,7 +52,7 @@
 //! served, the framing errors (id `null`) of one frame are answered one by one only while they
 //! take at most [`ERROR_REPLY_FACTOR`] × the frame's size + [`ERROR_REPLY_FLOOR`] bytes; the rest
 //! share one −32600 (`data.omitted` counts them). A reply larger than
-//! [`RpcState::conn_bytes`] has its too-large entries replaced by −32603.
+//! [`RpcConfig::conn_bytes`] has its too-large entries replaced by −32603.
 
 use std::cell::Cell;
 use std::collections::HashMap;
@@ -76,9 +76,8 @@ use serde_json::{Value, json};
 use tokio::sync::{Notify, mpsc, oneshot};
 
 pub use crate::call::{Call, Principal};
-pub use crate::config::rpc::{
-    CONN_BYTES, CONN_FRAMES, CONN_RATE, KEY_RATE, MAX_MESSAGE_BYTES, TOTAL_BYTES, WRITE_TIMEOUT,
-};
+use crate::config::RpcConfig;
+use crate::config::rpc::MAX_MESSAGE_BYTES;
 
 /// Largest batch accepted.
 pub const MAX_BATCH: usize = 256;
@@ -94,7 +93,8 @@ pub const ERROR_REPLY_FACTOR: usize = 2;
 pub const ERROR_REPLY_FLOOR: usize = 256;
 /// Least a call waiting for its answer holds of its connection's and the face's byte budgets
 /// (more when the connection's recent replies were larger): so a connection has at most
-/// [`CONN_BYTES`] / 16 KiB = 256 calls waiting, and the face [`TOTAL_BYTES`] / 16 KiB = 4,096.
+/// [`CONN_BYTES`](crate::config::rpc::CONN_BYTES) / 16 KiB = 256 calls waiting, and the face
+/// [`TOTAL_BYTES`](crate::config::rpc::TOTAL_BYTES) / 16 KiB = 4,096.
 pub const REPLY_RESERVE: usize = 16 << 10;
 /// How long a closing connection gets to take its close frame.
 const CLOSE_GRACE: Duration = Duration::from_secs(5);
@@ -433,19 +433,9 @@ pub struct RpcState {
     pub tokens: Arc<Mutex<HashMap<String, String>>>,
     /// Per-credential buckets.
     key_buckets: Arc<Mutex<HashMap<Principal, TokenBucket>>>,
-    /// Requests per second per connection (default [`CONN_RATE`]).
-    pub conn_rate: f64,
-    /// Requests per second per credential (default [`KEY_RATE`]).
-    pub key_rate: f64,
-    /// Most frames one connection may have in flight (default [`CONN_FRAMES`]).
-    pub conn_frames: usize,
-    /// Most bytes one connection may hold, and the largest reply to one frame (default
-    /// [`CONN_BYTES`]).
-    pub conn_bytes: usize,
-    /// Most bytes all connections together may hold (default [`TOTAL_BYTES`]).
-    pub total_bytes: usize,
-    /// Longest time one write to a client may take (default [`WRITE_TIMEOUT`]).
-    pub write_timeout: Duration,
+    /// The flow limits: request rates, frames and bytes held, the write timeout (`[rpc]`;
+    /// defaults in [`crate::config::rpc`]).
+    pub limits: RpcConfig,
     /// How often clients are pinged (default: for the serving layer's default idle bound).
     pub ping_every: Duration,
     /// What all connections hold.
@@ -474,14 +464,9 @@ impl RpcState {
             loopback,
             tokens,
             key_buckets: Arc::new(Mutex::new(HashMap::new())),
-            conn_rate: CONN_RATE,
-            key_rate: KEY_RATE,
-            conn_frames: CONN_FRAMES,
-            conn_bytes: CONN_BYTES,
-            total_bytes: TOTAL_BYTES,
-            write_timeout: WRITE_TIMEOUT,
+            limits: RpcConfig::default(),
             ping_every: crate::faces::serve::ws_ping_interval(
-                crate::faces::serve::Limits::default().ws_idle_timeout,
+                crate::config::FaceLimits::default().ws_idle_timeout,
             ),
             total: Arc::new(Total::default()),
             links,
@@ -536,7 +521,7 @@ impl RpcState {
         let Ok(mut buckets) = self.key_buckets.lock() else {
             return Ok(());
         };
-        let rate = self.key_rate;
+        let rate = self.limits.key_rate;
         let now = now_ms();
         if let Some(bucket) = buckets.get_mut(principal) {
             return bucket.take(rate, rate, now);
@@ -645,9 +630,9 @@ async fn admit(
         tokio::time::sleep_until(until).await;
     }
     flow.room(
-        state.conn_frames.max(1),
-        state.conn_bytes.max(1),
-        state.total_bytes.max(1),
+        state.limits.conn_frames.max(1),
+        state.limits.conn_bytes.max(1),
+        state.limits.total_bytes.max(1),
     )
     .await;
     Held::new(flow, 1, 0)
@@ -655,20 +640,25 @@ async fn admit(
 
 async fn session(state: RpcState, caller: Caller, socket: WebSocket) {
     let (sink, mut stream) = socket.split();
-    let (out, rx) = mpsc::channel(state.conn_frames.max(1) + SERVER_REQUESTS);
+    let (out, rx) = mpsc::channel(state.limits.conn_frames.max(1) + SERVER_REQUESTS);
     let flow = Arc::new(Flow::new(Arc::clone(&state.total)));
-    let writer = tokio::spawn(write(sink, rx, state.write_timeout, state.ping_every));
+    let writer = tokio::spawn(write(
+        sink,
+        rx,
+        state.limits.write_timeout,
+        state.ping_every,
+    ));
     let id = state.links.open(Link {
         out: out.clone(),
         flow: Arc::clone(&flow),
-        max_bytes: state.conn_bytes.max(1),
+        max_bytes: state.limits.conn_bytes.max(1),
     });
     let mut conn = Conn {
         id,
         caller,
         flow,
         out,
-        bucket: full_bucket(state.conn_rate),
+        bucket: full_bucket(state.limits.conn_rate),
         paused_until: None,
         idless_refusal: None,
     };
@@ -844,7 +834,7 @@ impl Conn {
         }
         let taken = self
             .bucket
-            .take(state.conn_rate, state.conn_rate, now_ms())
+            .take(state.limits.conn_rate, state.limits.conn_rate, now_ms())
             .and_then(|()| state.take_key_token(&self.caller.principal));
         if let Err(ms) = taken {
             *refused = Some(ms);
@@ -927,7 +917,7 @@ impl Conn {
         let waiting = Waiting {
             slots,
             batch,
-            cap: state.conn_bytes.max(1),
+            cap: state.limits.conn_bytes.max(1),
             held,
         };
         if calls > 0 {
@@ -1096,6 +1086,7 @@ impl Waiting {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::config::rpc::CONN_BYTES;
 
     #[test]
     fn buckets_refill_at_their_rate() {
@@ -1188,7 +1179,7 @@ mod tests {
     #[test]
     fn keyless_loopback_callers_share_no_credential_bucket() {
         let mut state = state(None, true, &Arc::default());
-        state.key_rate = 1.0;
+        state.limits.key_rate = 1.0;
         for _ in 0..10 {
             assert!(state.take_key_token(&Principal::Local).is_ok());
         }

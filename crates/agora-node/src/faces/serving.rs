@@ -147,7 +147,7 @@ pub fn start(
         let face = serve::Face {
             name,
             router,
-            limits: config.faces,
+            limits: config.faces(),
             access,
         };
         tokio::spawn(serve::serve(listener, face, async move {
@@ -181,13 +181,8 @@ pub fn start(
         rpc_wiring.links,
         Some(rpc_wiring.closed),
     );
-    rpc_state.conn_rate = config.rpc_conn_rate;
-    rpc_state.key_rate = config.rpc_key_rate;
-    rpc_state.conn_frames = config.rpc_conn_frames;
-    rpc_state.conn_bytes = config.rpc_conn_bytes;
-    rpc_state.total_bytes = config.rpc_total_bytes;
-    rpc_state.write_timeout = config.rpc_write_timeout;
-    rpc_state.ping_every = serve::ws_ping_interval(config.faces.ws_idle_timeout);
+    rpc_state.limits = config.rpc.clone();
+    rpc_state.ping_every = serve::ws_ping_interval(config.ws_idle_timeout);
     rpc_state.telemetry = Some(Arc::clone(&telemetry));
     // The JSON-RPC face checks its credentials itself (the API key or a session token).
     let rpc_server = face(

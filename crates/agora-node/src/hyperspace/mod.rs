@@ -75,7 +75,7 @@ pub use tool::discover::PendingDiscover;
 pub const TOPIC_PREFIX: &str = agora_hyperspace::topic::PREFIX;
 
 /// Unix milliseconds now.
-pub use crate::clock::now_ms;
+use crate::clock::now_ms;
 
 /// A gossip message whose envelope the mesh's [`GossipGate`] verified and deferred to the service
 /// (capabilities, discovery asks); the service judges the content and sends the verdict to the
@@ -320,7 +320,7 @@ pub struct Wiring {
     pub payments: mpsc::Sender<payments::Input>,
     /// The wallet address the node's card publishes.
     pub wallet_address: String,
-    /// Where and how long `guard.validate` / `guard.checkSafety` run (`rpc_guard_*`).
+    /// Where and how long `guard.validate` / `guard.checkSafety` run (`[rpc] guard_workers`, `guard_budget_ms`).
     pub long_calls: LongCallSettings,
 }
 

@@ -67,9 +67,10 @@ use tokio::time::Instant;
 use super::guard::{LongCallSettings, LongCalls};
 use super::learning::ChatConfig;
 use super::learning::llm::Chat;
+use super::random_hex;
 use super::service::{internal, spawn_call};
-use super::{now_ms, random_hex};
 use crate::call::Call;
+use crate::clock::now_ms;
 use crate::config::Config;
 use crate::mesh;
 use crate::routes::{self, CallRoute, Delivery, EventKey, EventRoute};
@@ -342,10 +343,10 @@ impl Settings {
             max_library: c.max_library,
             max_task_types: c.max_task_types,
             min_reward: c.min_reward,
-            chat: c.endpoint.base_url.as_ref().map(|base_url| ChatConfig {
+            chat: c.base_url.as_ref().map(|base_url| ChatConfig {
                 base_url: base_url.clone(),
-                model: c.endpoint.model.clone().unwrap_or_default(),
-                api_key: c.endpoint.api_key.clone(),
+                model: c.model.clone().unwrap_or_default(),
+                api_key: c.api_key.clone(),
                 timeout: Duration::from_millis(c.timeout_ms),
             }),
             ..Self::default()

@@ -50,9 +50,9 @@ use tokio::time::Instant;
 pub use llm::ChatConfig;
 
 use super::guard::{LongCallSettings, LongCalls};
-use super::now_ms;
 use super::service::{internal, spawn_call};
 use crate::call::{Call, Principal};
+use crate::clock::now_ms;
 use crate::config::Config;
 use crate::routes::CallRoute;
 use crate::store::Store;
@@ -236,9 +236,9 @@ impl Settings {
             },
             reflector: match l.reflector.as_str() {
                 "openai" => ReflectorChoice::OpenAi(ChatConfig {
-                    base_url: l.endpoint.base_url.clone().unwrap_or_default(),
-                    model: l.endpoint.model.clone().unwrap_or_default(),
-                    api_key: l.endpoint.api_key.clone(),
+                    base_url: l.base_url.clone().unwrap_or_default(),
+                    model: l.model.clone().unwrap_or_default(),
+                    api_key: l.api_key.clone(),
                     timeout: Duration::from_millis(l.timeout_ms),
                 }),
                 _ => ReflectorChoice::Builtin,

@@ -84,9 +84,10 @@ use shard::Shard;
 use vault::Vault;
 
 use super::guard::{LongCallSettings, LongCalls};
+use super::random_hex;
 use super::service::{Counters, PeerLink, Unanswered, internal, invalid, spawn_call};
-use super::{now_ms, random_hex};
 use crate::call::{Call, Principal};
+use crate::clock::now_ms;
 use crate::config::Config;
 use crate::mesh;
 use crate::routes::{self, CallRoute, Delivery, EventKey, EventRoute};
@@ -385,9 +386,9 @@ impl Settings {
             serve: m.serve,
             embedder: EmbedderChoice::from_config(
                 &m.embedder,
-                m.endpoint.base_url.as_deref(),
-                m.endpoint.model.as_deref(),
-                m.endpoint.api_key.as_deref(),
+                m.base_url.as_deref(),
+                m.model.as_deref(),
+                m.api_key.as_deref(),
             )?,
             model_dir: agora_embed::model_dir(&config.data),
             workers: m.workers,
