@@ -249,7 +249,10 @@ pub(crate) async fn status(opts: ClientOpts) -> Outcome {
 
 pub(crate) async fn peers(opts: ClientOpts, channel: Option<String>) -> Outcome {
     let path = match &channel {
-        Some(c) => format!("/agh/v0/peers?channel={c}"),
+        Some(c) => format!(
+            "/agh/v0/peers?channel={}",
+            form_urlencoded::byte_serialize(c.as_bytes()).collect::<String>()
+        ),
         None => "/agh/v0/peers".to_owned(),
     };
     let v = get_ok(&opts, &path).await?;

@@ -113,6 +113,14 @@ async fn cli_client_against_two_nodes_and_a_restart() {
         t["peer_card"]["capabilities"],
         json!(["test.run", "test.flaky"])
     );
+    // A channel that is not a channel name reaches the node whole (encoded in the query) and
+    // is refused there: exit 1 with the node's reason, never a second query parameter.
+    for bad in ["a b", "x&channel=ok"] {
+        let out = agora(&["peers", "--node", &a.http, "--channel", bad]);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{bad}: {err}");
+        assert!(err.contains("is not a channel name"), "{bad}: {err}");
+    }
 
     // whois by capability with the rich catalog.
     let answers = json_out(&agora(&[
