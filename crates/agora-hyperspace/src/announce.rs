@@ -484,6 +484,7 @@ mod tests {
                     avg_latency: 0,
                     schema: serde_json::json!({}),
                     price: None,
+                    source: None,
                 })
                 .collect(),
             peer_id,

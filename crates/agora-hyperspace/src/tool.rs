@@ -113,7 +113,7 @@ use crate::params::{capacity_error, invalid_params, parse_params, to_result};
 use crate::payments::Price;
 use crate::state::IdSource;
 use crate::tool_record::{FieldError, check_tool_fields, field_error};
-use crate::tool_record::{ToolLimits, ToolRecord};
+use crate::tool_record::{ToolLimits, ToolRecord, ToolSource};
 
 /// `tool.discover`.
 pub const DISCOVER: &str = "tool.discover";
@@ -369,6 +369,30 @@ pub struct LocalTool {
     /// Price per invocation.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub price: Option<Price>,
+    /// Where a bridged tool comes from ([`ToolRegistry::set_owner_tools`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source: Option<ToolSource>,
+}
+
+/// A tool a bridge serves (spec §10): its fixed id (the bridge derives it, so it survives
+/// restarts), its fields as `tool.register` takes them, and where it comes from.
+#[derive(Debug, Clone, PartialEq)]
+pub struct BridgedTool {
+    /// The tool id, chosen by the bridge.
+    pub id: String,
+    /// Name, description, schema, capabilities and price.
+    pub params: RegisterParams,
+    /// The MCP server or A2A agent behind it.
+    pub source: ToolSource,
+}
+
+/// What [`ToolRegistry::set_owner_tools`] did.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct SetToolsOutcome {
+    /// Whether the served tools changed (the node's card must be announced again).
+    pub changed: bool,
+    /// The tools refused, by id, with the reason.
+    pub refused: Vec<(String, String)>,
 }
 
 /// Where a tool runs.
@@ -566,18 +590,8 @@ impl ToolRegistry {
             self.dirty.insert(id.clone());
             return Ok(RegisterResult { tool_id: id });
         }
-        if self.local.len() >= self.limits.max_local_tools {
-            let oldest_orphan = self
-                .local
-                .values()
-                .filter_map(|t| t.orphaned_at.map(|at| (at, t.id.clone())))
-                .min();
-            match oldest_orphan {
-                Some((_, id)) => {
-                    self.unregister(&id);
-                }
-                None => return Err(capacity_error("tools", self.limits.max_local_tools)),
-            }
+        if !self.make_room() {
+            return Err(capacity_error("tools", self.limits.max_local_tools));
         }
         let id = ids.next_id();
         if id.is_empty() || id.len() > self.limits.max_id_bytes || self.local.contains_key(&id) {
@@ -597,10 +611,112 @@ impl ToolRegistry {
                 owner: owner.to_owned(),
                 orphaned_at: None,
                 price: params.price,
+                source: None,
             },
         );
         self.dirty.insert(id.clone());
         Ok(RegisterResult { tool_id: id })
+    }
+
+    /// Makes `tools` the tools `owner` serves (a bridge's whole list, spec §10): each is added,
+    /// updated or adopted back from an orphan under its fixed id; the owner's tools not in
+    /// `tools` become orphans (not advertised, kept with their analytics until listed again or
+    /// forgotten). A tool whose fields are invalid, whose id another owner serves, or that does
+    /// not fit in the registry is refused and reported; the others are still set.
+    pub fn set_owner_tools(
+        &mut self,
+        owner: &str,
+        tools: Vec<BridgedTool>,
+        now_ms: u64,
+    ) -> SetToolsOutcome {
+        let mut outcome = SetToolsOutcome::default();
+        let listed: BTreeSet<&str> = tools.iter().map(|t| t.id.as_str()).collect();
+        for tool in self.local.values_mut() {
+            if tool.owner == owner
+                && tool.orphaned_at.is_none()
+                && !listed.contains(tool.id.as_str())
+            {
+                tool.orphaned_at = Some(now_ms);
+                self.dirty.insert(tool.id.clone());
+                outcome.changed = true;
+            }
+        }
+        for tool in tools {
+            match self.set_bridged(owner, tool.clone()) {
+                Ok(changed) => outcome.changed |= changed,
+                Err(reason) => outcome.refused.push((tool.id, reason)),
+            }
+        }
+        outcome
+    }
+
+    /// Adds or updates one bridged tool; `Ok(changed)`, or why it was refused.
+    fn set_bridged(&mut self, owner: &str, tool: BridgedTool) -> Result<bool, String> {
+        let BridgedTool { id, params, source } = tool;
+        if id.is_empty() || id.len() > self.limits.max_id_bytes {
+            return Err(format!(
+                "the id must be 1..={} bytes",
+                self.limits.max_id_bytes
+            ));
+        }
+        let described = |(field, reason): FieldError| format!("{field}: {reason}");
+        let capabilities = check_tool_fields(
+            &params.name,
+            &params.description,
+            &params.schema,
+            &params.capabilities,
+            &self.limits,
+        )
+        .map_err(described)?;
+        crate::tool_record::check_source(&source, &self.limits).map_err(described)?;
+        if let Some(price) = &params.price {
+            price.check().map_err(|e| format!("price: {e}"))?;
+        }
+        let wanted = LocalTool {
+            id: id.clone(),
+            name: params.name,
+            description: params.description,
+            schema: params.schema,
+            capabilities,
+            owner: owner.to_owned(),
+            orphaned_at: None,
+            price: params.price,
+            source: Some(source),
+        };
+        match self.local.get_mut(&id) {
+            Some(existing) if existing.owner != owner && existing.orphaned_at.is_none() => {
+                Err(format!("the tool id {id} is served by another provider"))
+            }
+            Some(existing) if *existing == wanted => Ok(false),
+            Some(existing) => {
+                *existing = wanted;
+                self.dirty.insert(id);
+                Ok(true)
+            }
+            None => {
+                if !self.make_room() {
+                    let max = self.limits.max_local_tools;
+                    return Err(format!("the node serves {max} tools already"));
+                }
+                self.analytics.remove(&id);
+                self.local.insert(id.clone(), wanted);
+                self.dirty.insert(id);
+                Ok(true)
+            }
+        }
+    }
+
+    /// Whether one more local tool fits, after dropping the longest-orphaned tool if needed.
+    fn make_room(&mut self) -> bool {
+        if self.local.len() < self.limits.max_local_tools {
+            return true;
+        }
+        let oldest_orphan = self
+            .local
+            .values()
+            .filter_map(|t| t.orphaned_at.map(|at| (at, t.id.clone())))
+            .min();
+        oldest_orphan.is_some_and(|(_, id)| self.unregister(&id))
     }
 
     /// Removes a local tool; returns whether it existed.
@@ -697,6 +813,7 @@ impl ToolRegistry {
             avg_latency,
             schema: tool.schema.clone(),
             price: tool.price,
+            source: tool.source.clone(),
         }
     }
 

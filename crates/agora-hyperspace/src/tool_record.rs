@@ -34,6 +34,34 @@ pub struct ToolRecord {
     /// Its price per invocation, when it has one (the Micropayments primitive, spec §6).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub price: Option<Price>,
+    /// Where a bridged tool comes from (an MCP server's tool, an A2A agent's skill); absent for
+    /// tools registered with `tool.register`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source: Option<ToolSource>,
+}
+
+/// Where a bridged tool comes from (Agora's addition to the §4.3 record, spec §10): the bridge,
+/// the server or agent on the hosting node, the tool's own name there, and what the hosting node
+/// verified about it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ToolSource {
+    /// The bridge: [`ToolSource::MCP`] or [`ToolSource::A2A`].
+    pub bridge: String,
+    /// The bridged MCP server's or A2A agent's name on its hosting node.
+    pub server: String,
+    /// The tool's name on that server (an MCP tool's `name`, an A2A skill's `id`).
+    pub name: String,
+    /// What the hosting node verified (e.g. `"signed-card"`); absent when nothing was.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub verified: Option<String>,
+}
+
+impl ToolSource {
+    /// `bridge` of a tool bridged from an MCP server.
+    pub const MCP: &'static str = "mcp";
+    /// `bridge` of a skill bridged from an A2A agent.
+    pub const A2A: &'static str = "a2a";
 }
 
 /// Memory bounds of [`ToolRegistry`](crate::tool::ToolRegistry) and of one tool (see the module docs).
@@ -149,6 +177,9 @@ pub(crate) fn validate_record(record: &ToolRecord, limits: &ToolLimits) -> Resul
     if !record.reputation.is_finite() || !(0.0..=1.0).contains(&record.reputation) {
         return Err(field_error("reputation", "must be a number in 0..=1"));
     }
+    if let Some(source) = &record.source {
+        check_source(source, limits)?;
+    }
     check_tool_fields(
         &record.name,
         &record.description,
@@ -157,4 +188,20 @@ pub(crate) fn validate_record(record: &ToolRecord, limits: &ToolLimits) -> Resul
         limits,
     )
     .map(|_| ())
+}
+
+/// Each field of a tool's [`ToolSource`] is 1..=`max_name_bytes` bytes.
+pub(crate) fn check_source(source: &ToolSource, limits: &ToolLimits) -> Result<(), FieldError> {
+    let fields = [
+        ("source.bridge", Some(&source.bridge)),
+        ("source.server", Some(&source.server)),
+        ("source.name", Some(&source.name)),
+        ("source.verified", source.verified.as_ref()),
+    ];
+    for (field, value) in fields {
+        if let Some(value) = value {
+            check_text(field, value, limits.max_name_bytes)?;
+        }
+    }
+    Ok(())
 }

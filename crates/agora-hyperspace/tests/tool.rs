@@ -13,10 +13,10 @@ use agora_hyperspace::card::{
 };
 use agora_hyperspace::jsonrpc::{RpcCode, RpcError};
 use agora_hyperspace::tool::{
-    self, DiscoverParams, InvokeParams, InvokeResult, InvokeTarget, RegisterParams, ToolRegistry,
-    ToolsResult,
+    self, BridgedTool, DiscoverParams, InvokeParams, InvokeResult, InvokeTarget, RegisterParams,
+    ToolRegistry, ToolsResult,
 };
-use agora_hyperspace::tool_record::{ToolLimits, ToolRecord};
+use agora_hyperspace::tool_record::{ToolLimits, ToolRecord, ToolSource};
 use proptest::prelude::*;
 use serde_json::{Value, json};
 
@@ -71,6 +71,7 @@ fn remote_tool(id: &str, name: &str, caps: &[&str], reputation: f64, latency: u6
         avg_latency: latency,
         schema: schema(),
         price: None,
+        source: None,
     }
 }
 
@@ -924,6 +925,7 @@ fn arb_tool() -> impl Strategy<Value = ToolRecord> {
             avg_latency: latency,
             schema: json!({ "n": latency }),
             price: None,
+            source: None,
         })
 }
 
@@ -970,4 +972,87 @@ proptest! {
         let wire: Value = serde_json::from_str(&text).unwrap();
         prop_assert_eq!(apply_delta(&prev, &wire, &CardLimits::default()).unwrap(), cur);
     }
+}
+
+fn bridged(id: &str, name: &str) -> BridgedTool {
+    BridgedTool {
+        id: id.into(),
+        params: RegisterParams {
+            name: name.into(),
+            description: format!("{name}, bridged"),
+            schema: schema(),
+            capabilities: vec!["mcp".into()],
+            price: None,
+        },
+        source: ToolSource {
+            bridge: ToolSource::MCP.into(),
+            server: "everything".into(),
+            name: name.into(),
+            verified: None,
+        },
+    }
+}
+
+#[test]
+fn a_bridge_sets_its_whole_list_and_tools_leave_and_come_back_under_their_ids() {
+    let mut reg = ToolRegistry::new(LOCAL);
+    let set = reg.set_owner_tools(
+        "mcp:e",
+        vec![bridged("t-echo", "e.echo"), bridged("t-sum", "e.sum")],
+        1,
+    );
+    assert!(set.changed && set.refused.is_empty(), "{set:?}");
+    let listed = reg.list_registered().tools;
+    assert_eq!(
+        listed.iter().map(|t| t.id.as_str()).collect::<Vec<_>>(),
+        ["t-echo", "t-sum"]
+    );
+    assert_eq!(
+        listed[0].source.as_ref().map(|s| s.bridge.as_str()),
+        Some("mcp")
+    );
+    // The same list again changes nothing: no new card.
+    let again = reg.set_owner_tools(
+        "mcp:e",
+        vec![bridged("t-echo", "e.echo"), bridged("t-sum", "e.sum")],
+        2,
+    );
+    assert!(!again.changed, "{again:?}");
+    // The child died: its tools leave the card, and invoking one is −32006.
+    assert!(reg.set_owner_tools("mcp:e", vec![], 3).changed);
+    assert!(reg.list_registered().tools.is_empty());
+    let invoke = InvokeParams {
+        tool_id: "t-echo".into(),
+        params: json!({}),
+        session_id: None,
+        payment: None,
+    };
+    assert_eq!(
+        reg.plan_invoke(&invoke, 4).map(|_| ()).unwrap_err().code,
+        RpcCode::PEER_UNAVAILABLE
+    );
+    // Listed again: back under the same id.
+    assert!(
+        reg.set_owner_tools("mcp:e", vec![bridged("t-echo", "e.echo")], 5)
+            .changed
+    );
+    assert!(reg.plan_invoke(&invoke, 6).is_ok());
+    // Another owner cannot take a served id; a tool with a bad field is refused alone.
+    let mut bad = bridged("t-bad", "e.bad");
+    bad.params.description = " ".into();
+    let other = reg.set_owner_tools(
+        "a2a:x",
+        vec![bridged("t-echo", "x.echo"), bad, bridged("t-ok", "x.ok")],
+        7,
+    );
+    assert_eq!(
+        other
+            .refused
+            .iter()
+            .map(|(id, _)| id.as_str())
+            .collect::<Vec<_>>(),
+        ["t-echo", "t-bad"]
+    );
+    assert!(other.refused[1].1.contains("description"), "{other:?}");
+    assert!(reg.local_tool("t-ok").is_some());
 }

@@ -250,6 +250,7 @@ async fn start_agora(
                 long_calls: hyperspace::LongCallSettings::default(),
                 // no payments service: the bench registers no priced tool
                 payments: mpsc::channel(1).0,
+                bridges: agora_node::bridge::Bridges::default(),
                 wallet_address: None,
             },
         ));

@@ -12,6 +12,7 @@
 //! | services | [`agh`] | the AGH service task (router, presence, lifecycle, delivery) |
 //! | | [`ans`] | the Agent Name Service (DISCOVER, DESCRIBE, lifecycle, index, refresh, federation) |
 //! | | [`hyperspace`] | the Hyperspace service task (state, guard, recursive, tool; `state`, `guard`, `tool/`), one folder per primitive task (memory, learning, improving, payments), and their shared skeleton (`service`) |
+//! | | [`bridge`] | the bridges (spec §10): MCP servers' tools and A2A agents' skills as tools of this node |
 //! | | [`call`] | a JSON-RPC call as a face hands it to a service |
 //! | | [`routes`] | the routers: calls by method prefix, mesh events by topic, protocol or kind, to the service that declares them |
 //! | infrastructure | [`config`] | defaults, `agora.toml`, `AGORA_*` variables, flags |
@@ -26,6 +27,7 @@
 
 pub mod agh;
 pub mod ans;
+pub mod bridge;
 pub mod call;
 pub mod clock;
 pub mod config;
@@ -129,6 +131,7 @@ pub async fn run_until(
         mesh: m(),
     };
     let pay = (payments::start(&config, store.clone(), pay).await).map_err(NodeError::Payments)?;
+    let (bridges, _bridge_calls) = bridge::channels();
     let hs = hyperspace::Wiring {
         peer_id: pid(),
         key: key()?,
@@ -140,6 +143,7 @@ pub async fn run_until(
             budget: config.rpc.guard_budget,
             ..hyperspace::LongCallSettings::default()
         },
+        bridges,
     };
     let hs = hyperspace::start(store.clone(), hs).await?;
     let mem = memory::Wiring {

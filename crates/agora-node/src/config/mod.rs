@@ -23,6 +23,7 @@
 //! | `agh.rs` | `[agh]`, `[agh.nats]` | AGH settings and the NATS bridge |
 //! | `agtp.rs` | `[agtp]`, `[[agtp.peers]]` | the Agent Name Service and its listener |
 //! | `memory.rs`, `learning.rs`, `improving.rs`, `payments.rs` | `[memory]` … | the primitives' services |
+//! | `bridge.rs` | `[[bridge.mcp]]`, `[[bridge.a2a]]` | MCP servers and A2A agents bridged at start |
 //! | `endpoint.rs` | `base_url`, `model`, `api_key` | the checks of a section's OpenAI-compatible endpoint |
 //! | `log.rs` | `[log]` | log filter and format |
 //! | `de.rs` | | how the file writes durations, addresses, lists and secrets |
@@ -31,6 +32,7 @@
 
 mod agh;
 mod agtp;
+mod bridge;
 mod de;
 mod endpoint;
 mod env;
@@ -60,6 +62,7 @@ pub use agh::{
     nats_server_addr,
 };
 pub use agtp::{AgtpConfig, AgtpConfigPatch, PeerConfig};
+pub use bridge::{BridgeConfig, BridgeConfigPatch};
 pub use env::{Kind, SETTINGS, Setting};
 pub use faces::FaceLimits;
 pub(crate) use faces::split_port;
@@ -164,6 +167,9 @@ pub struct Config {
     /// `[payments]` settings.
     #[patch(nesting)]
     pub payments: PaymentsConfig,
+    /// `[bridge]` settings: MCP servers and A2A agents bridged at start.
+    #[patch(nesting)]
+    pub bridge: BridgeConfig,
     /// `[log]` settings.
     #[patch(nesting)]
     pub log: LogConfig,
@@ -200,6 +206,7 @@ impl Default for Config {
             learning: LearningConfig::default(),
             improving: ImprovingConfig::default(),
             payments: PaymentsConfig::default(),
+            bridge: BridgeConfig::default(),
             log: LogConfig::default(),
         }
     }
@@ -286,6 +293,7 @@ impl Config {
         self.learning.settle()?;
         self.improving.settle()?;
         self.payments.settle()?;
+        self.bridge.settle()?;
         self.log.settle()
     }
 

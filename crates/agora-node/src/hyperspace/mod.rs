@@ -126,6 +126,16 @@ pub enum Input {
     DhtPeer,
     /// Report the known cards and the held records (HTTP `GET /hyperspace/cards`).
     Cards(tokio::sync::oneshot::Sender<Value>),
+    /// A bridge's whole list of tools (spec §10, [`crate::bridge`]): they become the tools of
+    /// `owner`, the owner's others leave the card, and the card is announced when it changed.
+    Bridged {
+        /// `mcp:<server>` or `a2a:<agent>`.
+        owner: String,
+        /// The tools, with their fixed ids.
+        tools: Vec<hs_tool::BridgedTool>,
+        /// What was set and refused, when the bridge wants to know.
+        reply: Option<tokio::sync::oneshot::Sender<hs_tool::SetToolsOutcome>>,
+    },
 }
 
 /// The calls this service answers: every call no other service's prefix claims (state, guard,
@@ -226,6 +236,8 @@ struct Service {
     long_calls: guard::LongCalls,
     /// The payments service (priced tools are charged there).
     payments: mpsc::Sender<payments::Input>,
+    /// The bridges, which serve the tools they own.
+    bridges: crate::bridge::Bridges,
 }
 
 /// Everything [`run`] takes from the node: the [`Wiring`], the service's own channels, the
@@ -250,6 +262,8 @@ pub struct Parts {
     pub payments: mpsc::Sender<payments::Input>,
     /// The wallet address the node's card publishes.
     pub wallet_address: Option<String>,
+    /// The bridges, which serve the tools they own.
+    pub bridges: crate::bridge::Bridges,
 }
 
 /// What the service loads from the store at start.
@@ -322,6 +336,8 @@ pub struct Wiring {
     pub wallet_address: String,
     /// Where and how long `guard.validate` / `guard.checkSafety` run (`[rpc] guard_workers`, `guard_budget_ms`).
     pub long_calls: LongCallSettings,
+    /// The bridges, which serve the tools they own.
+    pub bridges: crate::bridge::Bridges,
 }
 
 /// Starts the Hyperspace service: restores its sessions, tools and held records from the store
@@ -346,6 +362,7 @@ pub async fn start(store: Store, node: Wiring) -> Result<Started, StoreError> {
             long_calls: node.long_calls,
             payments: node.payments,
             wallet_address: Some(node.wallet_address),
+            bridges: node.bridges,
         },
     ));
     let (closed, mut closed_rx) = mpsc::channel::<u64>(256);
@@ -383,6 +400,7 @@ pub async fn run(
         long_calls,
         payments,
         wallet_address,
+        bridges,
     } = parts;
     let mut svc = Service {
         sessions: Sessions::new(),
@@ -407,6 +425,7 @@ pub async fn run(
         throttle: HashMap::new(),
         long_calls: guard::LongCalls::new(long_calls),
         payments,
+        bridges,
     };
     svc.tools.set_local_wallet(wallet_address);
     svc.restore(restored.snapshots);
@@ -485,6 +504,22 @@ impl Service {
                 let mut report = self.cards_report(now_ms());
                 report["sessions"] = self.sessions.len().into();
                 let _ = reply.send(report);
+            }
+            Input::Bridged {
+                owner,
+                tools,
+                reply,
+            } => {
+                let outcome = self.tools.set_owner_tools(&owner, tools, now_ms());
+                for (id, reason) in &outcome.refused {
+                    tracing::warn!(%owner, tool = %id, %reason, "bridged tool refused");
+                }
+                if outcome.changed {
+                    self.tools_changed().await;
+                }
+                if let Some(reply) = reply {
+                    let _ = reply.send(outcome);
+                }
             }
         }
     }

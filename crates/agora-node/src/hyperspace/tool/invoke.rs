@@ -27,6 +27,7 @@ use libp2p::request_response::ResponseChannel;
 use serde_json::{Value, json};
 use tokio::sync::{mpsc, oneshot};
 
+use crate::bridge::Bridges;
 use crate::call::Call;
 use crate::clock::now_ms;
 use crate::faces::rpc::Links;
@@ -95,6 +96,25 @@ async fn ask_provider(
         "sessionId": params.session_id,
     });
     links.request(conn, INVOKE, forwarded, timeout).await
+}
+
+/// Asks the local provider `owner` to run the tool, answering within `timeout`: the JSON-RPC
+/// connection that registered it, or the bridge that owns it ([`Bridges`]).
+async fn ask_local(
+    links: &Links,
+    bridges: &Bridges,
+    (owner, peer_id): (&str, &str),
+    params: &InvokeParams,
+    timeout: std::time::Duration,
+) -> Result<Value, RpcError> {
+    if let Some(conn) = conn_of(owner) {
+        return ask_provider(links, conn, params, timeout).await;
+    }
+    if bridges.route(owner).is_some() {
+        let (input, session) = (params.params.clone(), params.session_id.clone());
+        return (bridges.call(owner, &params.tool_id, input, session, timeout)).await;
+    }
+    Err(unavailable(&params.tool_id, peer_id, "no provider"))
 }
 
 /// Asks node `peer_id` to run the tool, answering within [`INVOKE_TIMEOUT`].
@@ -174,6 +194,7 @@ impl Service {
             }
         };
         let links = self.links.clone();
+        let bridges = self.bridges.clone();
         let mesh = self.mesh.clone();
         let done = self.inputs.clone();
         let payments = self.payments.clone();
@@ -209,10 +230,10 @@ impl Service {
             }
             let (outcome, duration_ms, late) = measured(&done, &params.tool_id, async {
                 match &plan.target {
-                    InvokeTarget::Local { owner } => match conn_of(owner) {
-                        Some(conn) => ask_provider(&links, conn, &params, INVOKE_TIMEOUT).await,
-                        None => Err(unavailable(&params.tool_id, &plan.peer_id, "no provider")),
-                    },
+                    InvokeTarget::Local { owner } => {
+                        let local = (owner.as_str(), plan.peer_id.as_str());
+                        ask_local(&links, &bridges, local, &params, INVOKE_TIMEOUT).await
+                    }
                     InvokeTarget::Remote { peer_id } => ask_node(&mesh, peer_id, &params).await,
                 }
             })
@@ -275,9 +296,9 @@ impl Service {
                     session_id,
                     payment,
                 };
-                let (conn, price) = match self.tools.plan_invoke(&params, now_ms()) {
+                let (owner, price) = match self.tools.plan_invoke(&params, now_ms()) {
                     Ok(plan) => match plan.target {
-                        InvokeTarget::Local { owner } => (conn_of(&owner), plan.price),
+                        InvokeTarget::Local { owner } => (Some(owner), plan.price),
                         InvokeTarget::Remote { .. } => (None, None),
                     },
                     Err(e) => {
@@ -285,13 +306,14 @@ impl Service {
                         return;
                     }
                 };
-                let Some(conn) = conn else {
+                let Some(owner) = owner else {
                     let e = unavailable(&params.tool_id, &self.peer_id, "not served by this node");
                     respond(&self.mesh, channel, Err(e)).await;
                     return;
                 };
                 tracing::debug!(%peer, tool = %params.tool_id, "remote invocation");
                 let links = self.links.clone();
+                let bridges = self.bridges.clone();
                 let mesh = self.mesh.clone();
                 let done = self.inputs.clone();
                 let payments = self.payments.clone();
@@ -308,7 +330,7 @@ impl Service {
                         }
                     }
                     let timeout = INVOKE_TIMEOUT.saturating_sub(NETWORK_MARGIN);
-                    let asked = ask_provider(&links, conn, &params, timeout);
+                    let asked = ask_local(&links, &bridges, (&owner, &me), &params, timeout);
                     let (outcome, _, late) = measured(&done, &params.tool_id, asked).await;
                     respond(&mesh, channel, outcome).await;
                     if let Some(report) = late {

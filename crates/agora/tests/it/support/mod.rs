@@ -739,3 +739,41 @@ pub(crate) async fn serve_agtp_host<H: agora_node::faces::agtp::listener::Handle
     ));
     (addr, stop_tx)
 }
+
+/// `tests/interop`: the Node.js peers (`node_modules`, after `npm ci` there) and the Python
+/// peers' pins (`requirements.txt`).
+pub(crate) fn interop_dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests/interop")
+}
+
+/// `node` and the Node.js peers of `tests/interop` (MCP servers and SDK, A2A JS SDK); `false`
+/// (after [`external`]'s line) when either is missing.
+pub(crate) fn node_peers() -> bool {
+    let present = on_path("node")
+        && interop_dir()
+            .join("node_modules/@modelcontextprotocol")
+            .is_dir();
+    external(
+        "node and tests/interop/node_modules",
+        present,
+        "Node.js >= 20, then: cd tests/interop && npm ci",
+    )
+}
+
+/// The Python with the bridge tests' peers (the MCP and A2A SDKs): `AGORA_BRIDGE_PYTHON`, else
+/// `python3` when it imports both; `None` (after [`external`]'s line) otherwise.
+pub(crate) fn bridge_python() -> Option<String> {
+    let candidate = std::env::var("AGORA_BRIDGE_PYTHON").unwrap_or_else(|_| "python3".into());
+    let present = Command::new(&candidate)
+        .args(["-c", "import mcp, a2a, uvicorn"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    external(
+        "a Python with mcp, a2a-sdk and uvicorn",
+        present,
+        "python3 -m venv v && v/bin/pip install -r tests/interop/requirements.txt, then AGORA_BRIDGE_PYTHON=v/bin/python",
+    )
+    .then_some(candidate)
+}

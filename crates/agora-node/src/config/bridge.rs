@@ -1,0 +1,37 @@
+//! `[bridge]`, `[[bridge.mcp]]` and `[[bridge.a2a]]`: the MCP servers and A2A agents this node
+//! bridges into the mesh at start (Hyperspace spec §10; `docs/bridges.md`).
+
+use serde::Deserialize;
+use struct_patch::Patch;
+
+use super::{ConfigError, invalid};
+
+/// `[bridge]` settings.
+#[derive(Clone, Debug, Default, PartialEq, Patch)]
+#[patch(attribute(derive(Clone, Debug, Default, Deserialize)))]
+#[patch(attribute(serde(default, deny_unknown_fields)))]
+#[patch(attribute(
+    doc = "`[bridge]` in one layer of settings (see [`ConfigPatch`](super::ConfigPatch))."
+))]
+pub struct BridgeConfig {
+    /// MCP servers bridged at start (`[[bridge.mcp]]`: `name`, `url`, `command`, `args`, `env`,
+    /// `cwd`, `tools`, `tags`, `price`, as `bridge.registerMCPServer` takes them).
+    pub mcp: Vec<agora_bridge::mcp::ServerSpec>,
+    /// A2A agents announced at start (`[[bridge.a2a]]`: `name`, `url` or `agent_card`, `tags`,
+    /// `price`, as `bridge.announceA2AAgent` takes them).
+    pub a2a: Vec<agora_bridge::a2a::AgentSpec>,
+}
+
+impl BridgeConfig {
+    /// Checks every bridged server's and agent's name.
+    pub(super) fn settle(&mut self) -> Result<(), ConfigError> {
+        let names = self.mcp.iter().map(|s| ("bridge.mcp", s.name.as_deref()));
+        let names = names.chain(self.a2a.iter().map(|a| ("bridge.a2a", a.name.as_deref())));
+        for (key, name) in names {
+            if let Some(name) = name {
+                agora_bridge::check_name(name).map_err(|e| invalid(key, &e))?;
+            }
+        }
+        Ok(())
+    }
+}
