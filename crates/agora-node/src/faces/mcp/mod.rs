@@ -1,7 +1,8 @@
 //! The node as an MCP server: Streamable HTTP at `/mcp` on the HTTP face (the MCP specification,
 //! revisions 2025-11-25 and 2026-07-28, `basic/transports` and `server/tools`; Hyperspace spec
 //! §10 in the mesh → MCP direction). The mappings (tool list, names, schemas, `_meta`, results,
-//! error translation) are [`agora_bridge::mcp_server`]'s; this module does the IO.
+//! error translation) are [`agora_bridge::mcp_server`]'s; this module does the IO. The operator's
+//! view is `docs/bridges.md` "The node as an MCP server".
 //!
 //! - **Transport and eras**: rmcp's `StreamableHttpService` with this module's `ServerHandler`.
 //!   Clients of 2025-11-25 and earlier get sessions (`initialize`, `Mcp-Session-Id`, the GET
