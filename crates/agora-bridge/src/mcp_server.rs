@@ -24,6 +24,7 @@
 use std::collections::BTreeSet;
 
 use agora_hyperspace::tool_record::ToolRecord;
+use agora_hyperspace::{memory, tool};
 use serde_json::{Map, Value, json};
 
 /// The vendor prefix of the `_meta` keys this server sets (reverse DNS, not one of MCP's
@@ -61,9 +62,9 @@ impl OwnTool {
     #[must_use]
     pub const fn method(self) -> &'static str {
         match self {
-            Self::Discover => "tool.discover",
-            Self::MemoryStore => "memory.store",
-            Self::MemorySearch => "memory.search",
+            Self::Discover => tool::DISCOVER,
+            Self::MemoryStore => memory::STORE,
+            Self::MemorySearch => memory::SEARCH,
         }
     }
 
@@ -316,10 +317,7 @@ pub fn call_params(
             } else {
                 Value::Object(arguments)
             };
-            (
-                "tool.invoke",
-                json!({ "toolId": tool_id, "params": params }),
-            )
+            (tool::INVOKE, json!({ "toolId": tool_id, "params": params }))
         }
     }
 }
@@ -368,12 +366,14 @@ pub fn tool_output(target: &Target, answer: Value) -> ToolOutput {
     }
 }
 
-/// A Hyperspace error of a call, as this server answers it.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// A Hyperspace error of a call, as this server answers it (one variant per MCP answer).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum CallError {
     /// A JSON-RPC −32602 to the MCP client (the tool is unknown).
+    #[error("{0}")]
     UnknownTool(String),
     /// A tool result with `isError: true` and this text.
+    #[error("{0}")]
     Tool(String),
 }
 
