@@ -87,21 +87,22 @@ impl Drop for Driven {
     }
 }
 
-/// Registers `name` on `node` through a new provider connection that answers every
-/// `tool.invoke`: `{"echo": message}`, or −32006 when the message is `"down"`. Returns the id.
-async fn provide(node: &Node, name: &str) -> String {
+/// Registers `name` (with `price`, if any) on `node` through a new provider connection that
+/// answers every `tool.invoke`: `{"echo": message}`, or −32006 when the message is `"down"`.
+/// Returns the id.
+async fn provide(node: &Node, name: &str, price: Option<Value>) -> String {
     let mut provider = rpc_connect(&node.rpc).await;
-    let id = register_tool(
-        &mut provider,
-        json!({
-            "name": name,
-            "description": format!("{name}: echoes a message"),
-            "schema": {"type": "object", "properties": {"message": {"type": "string"}},
-                       "required": ["message"]},
-            "capabilities": ["echo"]
-        }),
-    )
-    .await;
+    let mut params = json!({
+        "name": name,
+        "description": format!("{name}: echoes a message"),
+        "schema": {"type": "object", "properties": {"message": {"type": "string"}},
+                   "required": ["message"]},
+        "capabilities": ["echo"]
+    });
+    if let Some(price) = price {
+        params["price"] = price;
+    }
+    let id = register_tool(&mut provider, params).await;
     tokio::spawn(async move {
         while let Some(Ok(msg)) = provider.next().await {
             let Ok(text) = msg.to_text() else { continue };
@@ -126,7 +127,8 @@ async fn provide(node: &Node, name: &str) -> String {
     id
 }
 
-/// A and B (joined to A), connected, with B's tool `echo-text` known to A.
+/// A and B (joined to A), connected, with B's tools `echo-text` and `priced-echo` (5 points a
+/// call) known to A.
 async fn pair(dir: &std::path::Path) -> (Node, Node, String) {
     let a = spawn_node(&dir.join("a"), &[], 30, &[]);
     let b = spawn_node(&dir.join("b"), &[&a.p2p], 30, &[]);
@@ -135,16 +137,19 @@ async fn pair(dir: &std::path::Path) -> (Node, Node, String) {
     })
     .await;
     assert!(ok.is_some(), "A and B connect");
-    let tool = provide(&b, "echo-text").await;
+    let tool = provide(&b, "echo-text", None).await;
+    let priced = provide(&b, "priced-echo", Some(json!({"points": 5}))).await;
     let mut client = rpc_connect(&a.rpc).await;
-    let found = discover_tool(
-        &mut client,
-        json!({"query": "echo"}),
-        &tool,
-        Duration::from_secs(20),
-    )
-    .await;
-    assert!(found.is_some(), "A finds B's tool");
+    for id in [&tool, &priced] {
+        let found = discover_tool(
+            &mut client,
+            json!({"query": "echo"}),
+            id,
+            Duration::from_secs(20),
+        )
+        .await;
+        assert!(found.is_some(), "A finds B's tool {id}");
+    }
     (a, b, tool)
 }
 
@@ -226,6 +231,36 @@ async fn mcp_clients_of_both_eras_list_and_call_a_tool_of_another_node() {
             .unwrap()
             .starts_with("peer unavailable")
     );
+    // A priced tool called without payment: a tool error naming the challenge.
+    let priced = named(&tools, "priced-echo").expect("the priced tool is listed");
+    // As the card states it (amounts are decimal strings).
+    assert_eq!(
+        priced["_meta"]["org.agora-mesh/price"],
+        json!({"points": "5"})
+    );
+    let r = py
+        .ask(json!({"op": "call", "name": "priced-echo", "arguments": {"message": "hi"}}))
+        .await;
+    assert_eq!(r["isError"], true, "{r}");
+    let text = r["content"][0]["text"].as_str().unwrap();
+    assert!(
+        text.starts_with("payment required") && text.contains("challenge"),
+        "{text}"
+    );
+    // The node's own memory tools.
+    let r = py
+        .ask(json!({"op": "call", "name": "agora.memory.store",
+                    "arguments": {"content": "the mesh speaks MCP"}}))
+        .await;
+    assert_eq!(r["isError"], false, "{r}");
+    let r = py
+        .ask(json!({"op": "call", "name": "agora.memory.search",
+                    "arguments": {"query": "mesh speaks MCP"}}))
+        .await;
+    assert_eq!(
+        r["structuredContent"]["memories"][0]["content"], "the mesh speaks MCP",
+        "{r}"
+    );
     let r = py.ask(json!({"op": "call", "name": "no-such-tool"})).await;
     assert_eq!(r["error"]["code"], -32602, "{r}");
     let r = py
@@ -270,7 +305,7 @@ async fn mcp_clients_of_both_eras_list_and_call_a_tool_of_another_node() {
     for client in [&mut py, &mut ts, &mut stdio] {
         assert_eq!(client.ask(json!({"op": "listen"})).await["listening"], true);
     }
-    let _second = provide(&b, "second-tool").await;
+    let _second = provide(&b, "second-tool", None).await;
     for client in [&mut py, &mut ts, &mut stdio] {
         assert_eq!(client.next("tools/list_changed").await["changed"], true);
         assert!(named(&client.list().await, "second-tool").is_some());
@@ -290,6 +325,25 @@ async fn mcp_clients_of_both_eras_list_and_call_a_tool_of_another_node() {
     .await
     .unwrap();
     assert_eq!((post, get), (403, 403));
+    // A foreign Host (DNS rebinding): refused by the serving layer.
+    let addr = a.http.trim_start_matches("http://").to_owned();
+    let answer = tokio::task::spawn_blocking(move || {
+        use std::io::Read;
+        let mut s = std::net::TcpStream::connect(&addr).unwrap();
+        write!(
+            s,
+            "POST /mcp HTTP/1.1\r\nhost: evil.example\r\ncontent-type: application/json\r\n\
+             content-length: {}\r\nconnection: close\r\n\r\n{INIT}",
+            INIT.len()
+        )
+        .unwrap();
+        let mut answer = String::new();
+        let _ = s.read_to_string(&mut answer);
+        answer
+    })
+    .await
+    .unwrap();
+    assert!(answer.starts_with("HTTP/1.1 421"), "{answer}");
     eprintln!("mcp_face clients: {:?}", started.elapsed());
 }
 
@@ -305,7 +359,7 @@ async fn the_mcp_conformance_suite_passes_with_its_baseline() {
     let node = spawn_node(&dir.path().join("c"), &[], 30, &[]);
     let keyed = support::spawn_node_with_key(dir.path());
     // A tool in the mesh: discovery answers at once (an empty one waits for the DHT and gossip).
-    let _tool = provide(&node, "echo-text").await;
+    let _tool = provide(&node, "echo-text", None).await;
 
     let keyed_url = format!("{}/mcp", keyed.http);
     let (without, with) = tokio::task::spawn_blocking(move || {
