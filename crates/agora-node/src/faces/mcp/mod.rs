@@ -13,11 +13,13 @@
 //!   node's own origins and `allowed_origins`, so a foreign `Origin` on a GET stream is 403 as
 //!   well. rmcp's `Host` list is off: it cannot know the address a request arrived on, and the
 //!   serving layer has already checked the `Host` against exactly that.
-//! - **The tool list** follows the mesh: `tool.discover {query: ""}` through the call router,
-//!   kept for [`POLL`]. While an MCP client is about (a legacy session, a `subscriptions/listen`
-//!   stream, or a request in the last [`INTEREST`]), the list is fetched again every [`POLL`];
-//!   when it changed, `notifications/tools/list_changed` goes to every legacy session and every
-//!   listen stream (`tools.listChanged: true` is advertised).
+//! - **The tool list** follows the mesh: `tool.discover {query: ""}` through the call router.
+//!   While an MCP client is about (a legacy session, a `subscriptions/listen` stream, or a
+//!   request in the last [`INTEREST`]), the list is fetched again every [`POLL`] ([`EMPTY_POLL`]
+//!   while the mesh offers no tool) and `tools/list` answers the list in hand; when it changed,
+//!   `notifications/tools/list_changed` goes to every legacy session and every listen stream
+//!   (`tools.listChanged: true` is advertised). A `tools/call` of a name not in the list fetches
+//!   it first.
 //! - **Calls**: `tools/call` → `tool.invoke` (or `tool.discover`, `memory.store`,
 //!   `memory.search` for the node's own tools) as the holder of the API key, since the serving
 //!   layer checked it; a client's cancellation drops the call.
@@ -30,8 +32,9 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
 
-use agora_bridge::mcp_server::{self, CallError, ListedTool};
+use agora_bridge::mcp_server::{self, CallError, ListedTool, Target};
 use agora_hyperspace::jsonrpc::{Request, RpcError};
+use agora_hyperspace::tool;
 use agora_hyperspace::tool_record::ToolRecord;
 use rmcp::model::{
     CacheScope, CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock,
@@ -51,6 +54,8 @@ use crate::call::{Call, Principal};
 pub const PATH: &str = "/mcp";
 /// How long a fetched tool list is served, and how often it is fetched while clients are about.
 pub const POLL: Duration = Duration::from_secs(2);
+/// How often the list is fetched while the mesh offers no tool.
+pub const EMPTY_POLL: Duration = Duration::from_secs(10);
 /// How long after a request the list keeps being followed without a session or listen stream.
 pub const INTEREST: Duration = Duration::from_secs(60);
 /// Most sessions (and stateless requests in flight) at once.
@@ -154,20 +159,24 @@ impl Shared {
                 && u128::from(idle) < INTEREST.as_millis())
     }
 
-    fn cached(&self) -> (Arc<Vec<ListedTool>>, bool) {
+    /// The list, and whether it was fetched less than `within` ago.
+    fn cached(&self, within: Duration) -> (Arc<Vec<ListedTool>>, bool) {
         let catalog = self
             .catalog
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
-        let fresh = catalog.fetched.is_some_and(|t| t.elapsed() < POLL);
+        let fresh = catalog.fetched.is_some_and(|t| t.elapsed() < within);
         (Arc::clone(&catalog.tools), fresh)
     }
 
-    /// The tool list, fetched again when older than [`POLL`].
+    /// The tool list. While it is followed ([`follow`] fetches it again), the list in hand is
+    /// answered at once (a fetch on a mesh without tools waits for the DHT and a gossip ask);
+    /// otherwise (first use, or no client about for [`INTEREST`]) it is fetched first.
     async fn tools(&self) -> Arc<Vec<ListedTool>> {
+        let followed = self.followed();
         self.touch();
-        let (tools, fresh) = self.cached();
-        if fresh {
+        let (tools, recent) = self.cached(INTEREST);
+        if followed && recent {
             return tools;
         }
         self.refresh().await
@@ -176,12 +185,12 @@ impl Shared {
     /// Fetches the tool list; bumps the version when it changed.
     async fn refresh(&self) -> Arc<Vec<ListedTool>> {
         let _one = self.refreshing.lock().await;
-        let (tools, fresh) = self.cached();
+        let (tools, fresh) = self.cached(POLL);
         if fresh {
             return tools;
         }
         let found = match self
-            .call("tool.discover", json!({"query": ""}), LIST_TIMEOUT)
+            .call(tool::DISCOVER, json!({"query": ""}), LIST_TIMEOUT)
             .await
         {
             Ok(Ok(v)) => v,
@@ -246,14 +255,24 @@ impl Shared {
 }
 
 /// Follows the mesh's tools while clients are about, until the face is gone.
+/// Every [`POLL`], or every [`EMPTY_POLL`] while the mesh offers no tool (each such fetch asks
+/// the DHT and the mesh).
 async fn follow(shared: Weak<Shared>) {
+    let mut wait = POLL;
     loop {
-        tokio::time::sleep(POLL).await;
+        tokio::time::sleep(wait).await;
         let Some(shared) = shared.upgrade() else {
             return;
         };
+        wait = POLL;
         if shared.followed() {
-            shared.refresh().await;
+            let tools = shared.refresh().await;
+            if !tools
+                .iter()
+                .any(|t| matches!(t.target, Target::Mesh { .. }))
+            {
+                wait = EMPTY_POLL;
+            }
         }
     }
 }
