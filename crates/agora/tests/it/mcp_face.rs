@@ -348,7 +348,8 @@ async fn mcp_clients_of_both_eras_list_and_call_a_tool_of_another_node() {
 }
 
 /// The conformance suite's server scenarios (2025-06-18 and 2025-11-25, the eras it has) against
-/// a node's `/mcp`, with the committed baseline; and the API key on `/mcp` when the node has one.
+/// a node's `/mcp`, with the committed baseline; and the API key on `/mcp` and `agora mcp` when
+/// the node has one.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_mcp_conformance_suite_passes_with_its_baseline() {
     if !node_peers() {
@@ -361,26 +362,9 @@ async fn the_mcp_conformance_suite_passes_with_its_baseline() {
     // A tool in the mesh: discovery answers at once (an empty one waits for the DHT and gossip).
     let _tool = provide(&node, "echo-text", None).await;
 
-    let keyed_url = format!("{}/mcp", keyed.http);
-    let (without, with) = tokio::task::spawn_blocking(move || {
-        let h = [
-            ("content-type", "application/json"),
-            ("accept", "application/json, text/event-stream"),
-        ];
-        let auth = format!("Bearer {}", support::TEST_API_KEY);
-        let mut with_key = h.to_vec();
-        with_key.push(("authorization", &auth));
-        (
-            status("POST", &keyed_url, &h, INIT),
-            status("POST", &keyed_url, &with_key, INIT),
-        )
-    })
-    .await
-    .unwrap();
-    assert_eq!((without, with), (401, 200));
-
     let out = tempfile::tempdir().unwrap();
-    let output = tokio::task::spawn_blocking({
+    // The suite runs in the background while the keyed node is checked.
+    let suite = tokio::task::spawn_blocking({
         let url = format!("{}/mcp", node.http);
         let out = out.path().to_owned();
         move || {
@@ -403,9 +387,52 @@ async fn the_mcp_conformance_suite_passes_with_its_baseline() {
                 .output()
                 .unwrap()
         }
+    });
+    let keyed_url = format!("{}/mcp", keyed.http);
+    let (without, with) = tokio::task::spawn_blocking(move || {
+        let h = [
+            ("content-type", "application/json"),
+            ("accept", "application/json, text/event-stream"),
+        ];
+        let auth = format!("Bearer {}", support::TEST_API_KEY);
+        let mut with_key = h.to_vec();
+        with_key.push(("authorization", &auth));
+        (
+            status("POST", &keyed_url, &h, INIT),
+            status("POST", &keyed_url, &with_key, INIT),
+        )
     })
     .await
     .unwrap();
+    assert_eq!((without, with), (401, 200));
+    // `agora mcp` takes the key as the other client commands do.
+    let agora = env!("CARGO_BIN_EXE_agora");
+    let refused = Command::new(agora)
+        .args(["mcp", "--node", &keyed.http])
+        .env_remove("AGORA_API_KEY")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(refused.status.code(), Some(1), "no key: exit 1");
+    if let Some(python) = bridge_python() {
+        let mut stdio = Driven::start(
+            &python,
+            &[
+                &fixture("mcp_client.py"),
+                "stdio",
+                agora,
+                "mcp",
+                "--node",
+                &keyed.http,
+                "--api-key",
+                support::TEST_API_KEY,
+            ],
+        );
+        assert_eq!(stdio.next("the era").await["era"], "2026-07-28");
+        assert!(named(&stdio.list().await, "agora.tools.search").is_some());
+    }
+
+    let output = suite.await.unwrap();
     let stdout = String::from_utf8_lossy(&output.stdout);
     assert!(
         output.status.success(),
