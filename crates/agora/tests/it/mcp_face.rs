@@ -153,6 +153,21 @@ async fn pair(dir: &std::path::Path) -> (Node, Node, String) {
     (a, b, tool)
 }
 
+/// `agora mcp --node <node> <extra>` driven by the Python client over stdio.
+fn agora_mcp(python: &str, node: &str, extra: &[&str]) -> Driven {
+    let script = fixture("mcp_client.py");
+    let mut args = vec![
+        script.as_str(),
+        "stdio",
+        env!("CARGO_BIN_EXE_agora"),
+        "mcp",
+        "--node",
+        node,
+    ];
+    args.extend_from_slice(extra);
+    Driven::start(python, &args)
+}
+
 fn named<'t>(tools: &'t [Value], name: &str) -> Option<&'t Value> {
     tools.iter().find(|t| t["name"] == name)
 }
@@ -282,18 +297,7 @@ async fn mcp_clients_of_both_eras_list_and_call_a_tool_of_another_node() {
     assert_eq!(r["structuredContent"], json!({"echo": "legacy"}), "{r}");
 
     // `agora mcp` over stdio, driven by the Python client.
-    let agora = env!("CARGO_BIN_EXE_agora");
-    let mut stdio = Driven::start(
-        &python,
-        &[
-            &fixture("mcp_client.py"),
-            "stdio",
-            agora,
-            "mcp",
-            "--node",
-            &a.http,
-        ],
-    );
+    let mut stdio = agora_mcp(&python, &a.http, &[]);
     assert_eq!(stdio.next("the era").await["era"], "2026-07-28");
     assert!(named(&stdio.list().await, "echo-text").is_some());
     let r = stdio
@@ -415,19 +419,7 @@ async fn the_mcp_conformance_suite_passes_with_its_baseline() {
         .unwrap();
     assert_eq!(refused.status.code(), Some(1), "no key: exit 1");
     if let Some(python) = bridge_python() {
-        let mut stdio = Driven::start(
-            &python,
-            &[
-                &fixture("mcp_client.py"),
-                "stdio",
-                agora,
-                "mcp",
-                "--node",
-                &keyed.http,
-                "--api-key",
-                support::TEST_API_KEY,
-            ],
-        );
+        let mut stdio = agora_mcp(&python, &keyed.http, &["--api-key", support::TEST_API_KEY]);
         assert_eq!(stdio.next("the era").await["era"], "2026-07-28");
         assert!(named(&stdio.list().await, "agora.tools.search").is_some());
     }
