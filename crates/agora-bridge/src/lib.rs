@@ -12,9 +12,11 @@
 //! |---|---|
 //! | [`mcp`] | an MCP server to bridge ([`mcp::ServerSpec`]) |
 //! | [`a2a`] | an A2A agent to announce ([`a2a::AgentSpec`]) |
+//! | [`mcp_server`] | the node as an MCP server: its tool list, calls, results and error translation |
 
 pub mod a2a;
 pub mod mcp;
+pub mod mcp_server;
 
 /// A bridged server's or agent's name on this node: 1..=[`MAX_NAME_BYTES`] bytes of
 /// `[A-Za-z0-9_-]`, since it prefixes tool names (`<name>.<tool>`) and owner ids.

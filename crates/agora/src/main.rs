@@ -4,7 +4,8 @@
 //! lines and exit codes are relied upon); `agora discover` and `agora ans …` talk to an AGTP
 //! Agent Name Service (`agtp`); `agora memory install-model` installs the sentence-embedding
 //! model the node's memory uses (`memory`); `agora call`, `agora tools` and `agora session`
-//! talk to the Hyperspace JSON-RPC face (`call`).
+//! talk to the Hyperspace JSON-RPC face (`call`); `agora mcp` serves a node's tools to a desktop
+//! MCP client over stdio (`mcp`).
 
 use std::process::ExitCode;
 
@@ -17,6 +18,7 @@ mod client;
 mod http;
 mod hyperspace;
 mod input;
+mod mcp;
 mod memory;
 mod node;
 
@@ -88,6 +90,9 @@ enum Command {
     Call(call::CallArgs),
     /// List the tools a node can find (`tool.discover`).
     Tools(call::ToolsArgs),
+    /// Serve the tools of a running node to a desktop MCP client over standard input and output
+    /// (a proxy to the node's `/mcp`).
+    Mcp(mcp::McpArgs),
     /// Create or end a Hyperspace session.
     #[command(subcommand)]
     Session(call::SessionCommand),
@@ -114,6 +119,7 @@ fn main() -> ExitCode {
         Command::Call(args) => call::call_command(args),
         Command::Tools(args) => call::tools_command(args),
         Command::Session(cmd) => call::session_command(cmd),
+        Command::Mcp(args) => mcp::run(args),
         Command::Discover(args) => client::block_on(agtp::discover(&args)),
         Command::Ans(cmd) => agtp::ans(cmd),
     }

@@ -1,4 +1,5 @@
-//! Serving the faces: binding their listeners, then serving the AGH WebSocket, the HTTP API,
+//! Serving the faces: binding their listeners, then serving the AGH WebSocket, the HTTP API
+//! (with the MCP server at `/mcp`),
 //! JSON-RPC and AGTP until the node stops (each behind the serving layer, [`super::serve`], but
 //! AGTP, which has its own listener), with every request counted by the telemetry.
 
@@ -10,7 +11,7 @@ use tokio::net::TcpListener;
 use tokio::sync::{broadcast, mpsc};
 use tokio::task::JoinHandle;
 
-use super::{agh_ws, agtp, http, rpc, serve, state::AppState};
+use super::{agh_ws, agtp, http, mcp, rpc, serve, state::AppState};
 use crate::ans;
 use crate::call::Call;
 use crate::config::Config;
@@ -160,10 +161,15 @@ pub fn start(
         agh_ws::agh_face(state.clone()),
         access.clone(),
     );
+    let mcp = mcp::router(mcp::Wiring {
+        calls: rpc_wiring.calls.clone(),
+        allowed_origins: config.allowed_origins.clone(),
+        http_port: listeners.http.1.port(),
+    });
     let http_server = face(
         listeners.http.0,
         "http",
-        http::http_face(state),
+        http::http_face(state).merge(mcp),
         serve::Access {
             public_paths: if config.public_reads {
                 http::READ_ONLY_PATHS

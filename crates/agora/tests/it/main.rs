@@ -39,6 +39,7 @@ mod interop_js;
 mod layout;
 mod learning;
 mod logs;
+mod mcp_face;
 mod memory;
 mod memory_cli;
 mod mesh;

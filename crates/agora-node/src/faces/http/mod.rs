@@ -10,6 +10,8 @@
 //! - `GET /hyperspace/cards`, `GET /hyperspace/settlements`, `POST /pay/tools/{toolId}/invoke`
 //!   (Hyperspace spec §6.3)
 //! - the dashboard ([`dashboard`]) and `GET /metrics` ([`metrics`]).
+//! - `/mcp`, the node as an MCP server ([`crate::faces::mcp`]), merged into this face's router
+//!   by [`crate::faces::serving`].
 //!
 //! Connection limits, timeouts and the Host, Origin and API key checks happen before these
 //! handlers, in [`crate::faces::serve`].
