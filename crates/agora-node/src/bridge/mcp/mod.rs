@@ -434,3 +434,28 @@ fn service_error(name: &str, e: ServiceError) -> RpcError {
             .with_data(json!({"mcp": {"server": name, "error": other.to_string()}})),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rmcp::model::{ErrorCode, ErrorData};
+
+    #[test]
+    fn rmcp_failures_become_hyperspace_codes() {
+        let mcp = |code| ServiceError::McpError(ErrorData::new(ErrorCode(code), "m", None));
+        assert_eq!(service_error("s", mcp(-32602)).code.0, -32602);
+        assert_eq!(service_error("s", mcp(-32006)).code.0, -32603);
+        assert_eq!(
+            service_error("s", ServiceError::TransportClosed).code.0,
+            -32006
+        );
+        let timeout = ServiceError::Timeout {
+            timeout: std::time::Duration::from_secs(1),
+        };
+        assert_eq!(service_error("s", timeout).code.0, -32006);
+        assert_eq!(
+            service_error("s", ServiceError::UnexpectedResponse).code.0,
+            -32603
+        );
+    }
+}
