@@ -331,10 +331,16 @@ pub struct ToolOutput {
     pub structured: Option<Value>,
     /// The tool reported a failure (a bridged MCP tool's `isError`).
     pub is_error: bool,
+    /// The content blocks of a tool bridged from another MCP server, verbatim (images, audio,
+    /// resource links and resources come back out as they went in); the text above otherwise.
+    pub blocks: Option<Vec<Value>>,
 }
 
 /// The output of a call of `target` that answered `answer` (for `tool.invoke`, its `result`
-/// field is the tool's result; a bridged tool's `{result, isError: true}` is a failure).
+/// field is the tool's result). A tool bridged from an MCP server answers
+/// `{result, content: [blocks], isError?}` (`docs/bridges.md` "Results"): its blocks are given
+/// back verbatim, its `result` is the structured content unless it is the joined text, and
+/// `isError: true` is a failure.
 #[must_use]
 pub fn tool_output(target: &Target, answer: Value) -> ToolOutput {
     let mut value = match target {
@@ -345,11 +351,16 @@ pub fn tool_output(target: &Target, answer: Value) -> ToolOutput {
         },
     };
     let mut is_error = false;
+    let mut blocks = None;
     if let Value::Object(o) = &mut value
-        && o.get("isError") == Some(&Value::Bool(true))
         && o.contains_key("result")
+        && (o.get("isError") == Some(&Value::Bool(true))
+            || o.get("content").is_some_and(Value::is_array))
     {
-        is_error = true;
+        is_error = o.get("isError") == Some(&Value::Bool(true));
+        if let Some(Value::Array(content)) = o.remove("content") {
+            blocks = Some(content);
+        }
         value = o.remove("result").unwrap_or(Value::Null);
     }
     match value {
@@ -357,11 +368,19 @@ pub fn tool_output(target: &Target, answer: Value) -> ToolOutput {
             text,
             structured: None,
             is_error,
+            blocks,
+        },
+        Value::Null if blocks.is_some() => ToolOutput {
+            text: String::new(),
+            structured: None,
+            is_error,
+            blocks,
         },
         other => ToolOutput {
             text: other.to_string(),
             structured: Some(other),
             is_error,
+            blocks,
         },
     }
 }
@@ -537,6 +556,25 @@ mod tests {
             tool_output(&own, json!({"tools": []})).structured,
             Some(json!({"tools": []}))
         );
+    }
+
+    #[test]
+    fn a_bridged_mcp_result_comes_back_out_with_its_blocks() {
+        let mesh = Target::Mesh {
+            tool_id: "t".into(),
+            wrapped: false,
+        };
+        let image = json!({"type": "image", "data": "iVBO", "mimeType": "image/png"});
+        let answer = json!({"result": {"result": null, "content": [image.clone()]}});
+        let out = tool_output(&mesh, answer);
+        assert_eq!(out.blocks, Some(vec![image]));
+        assert_eq!((out.structured, out.is_error), (None, false));
+        let answer = json!({"result": {"result": {"n": 3}, "content": [{"type": "text", "text": "{\"n\":3}"}]}});
+        let out = tool_output(&mesh, answer);
+        assert_eq!(out.structured, Some(json!({"n": 3})));
+        let answer = json!({"result": {"result": "no such file", "content": [], "isError": true}});
+        let out = tool_output(&mesh, answer);
+        assert_eq!((out.text.as_str(), out.is_error), ("no such file", true));
     }
 
     #[test]

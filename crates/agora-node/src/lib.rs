@@ -131,7 +131,11 @@ pub async fn run_until(
         mesh: m(),
     };
     let pay = (payments::start(&config, store.clone(), pay).await).map_err(NodeError::Payments)?;
-    let (bridges, _bridge_calls) = bridge::channels();
+    let (bridges, bridge_calls) = bridge::channels();
+    let bridge::BridgeCalls {
+        mcp: mcp_calls,
+        a2a: _a2a_calls,
+    } = bridge_calls;
     let hs = hyperspace::Wiring {
         peer_id: pid(),
         key: key()?,
@@ -146,6 +150,14 @@ pub async fn run_until(
         bridges,
     };
     let hs = hyperspace::start(store.clone(), hs).await?;
+    let mcp = bridge::mcp::start(bridge::mcp::Wiring {
+        peer_id: pid(),
+        hs: hs.tx.clone(),
+        store: store.clone(),
+        calls: mcp_calls,
+        config: config.bridge.mcp.clone(),
+    })
+    .await;
     let mem = memory::Wiring {
         peer_id: pid(),
         key: key()?,
@@ -190,7 +202,7 @@ pub async fn run_until(
         data_dir: config.data.display().to_string().into(),
         snapshot: faces::http::dashboard::Cache::default(),
     };
-    spawn_routers(&state, agh.events, calls_rx, events_rx);
+    spawn_routers(&state, &mcp, agh.events, calls_rx, events_rx);
     announce_all(listening_rx, &state.faces, agtp_face.tls.is_some()).await;
     tracing::info!(
         peer_id = %peer_id,
@@ -223,6 +235,7 @@ pub async fn run_until(
 /// services that declare them, the rest to the AGH service (`agh_events`).
 fn spawn_routers(
     services: &faces::state::AppState,
+    mcp: &mpsc::Sender<bridge::mcp::Input>,
     agh_events: mpsc::Sender<mesh::Event>,
     calls: mpsc::Receiver<call::Call>,
     events: mpsc::Receiver<mesh::Event>,
@@ -233,6 +246,7 @@ fn spawn_routers(
         learning::call_route(&services.learning),
         improving::call_route(&services.improving),
         payments::call_route(&services.payments),
+        bridge::mcp::call_route(mcp),
     ];
     let rest = hyperspace::call_route(&services.hyperspace);
     tokio::spawn(routes::CallRouter::new(call_routes, rest).run(calls));

@@ -4,7 +4,7 @@
 //! the request frame (ids assigned here), waiting for its answer, and the output contract.
 //!
 //! Contract (scripts rely on it; `docs/node.md` "The command line"): the result is printed on
-//! stdout as pretty JSON, exit 0; a JSON-RPC error prints `error <code>: <message>` on stderr
+//! stdout as pretty JSON, exit 0 (`agora bridge mcp …` shares it, `bridge`); a JSON-RPC error prints `error <code>: <message>` on stderr
 //! (and `data: <compact json>` on a second line when the error has data), exit 1; a usage or
 //! connection problem — bad parameters, an unreadable batch file, a node that cannot be reached,
 //! a refused credential, no answer within [`TIMEOUT`] — prints one line `agora: <what>` on
@@ -102,7 +102,7 @@ pub(crate) struct ToolsArgs {
     json: bool,
 }
 
-enum Failure {
+pub(crate) enum Failure {
     /// Usage or connection: exit 2.
     Usage(String),
     /// A JSON-RPC error: exit 1.
@@ -111,7 +111,7 @@ enum Failure {
     Batch,
 }
 
-fn usage(m: impl Into<String>) -> Failure {
+pub(crate) fn usage(m: impl Into<String>) -> Failure {
     Failure::Usage(m.into())
 }
 
@@ -140,7 +140,7 @@ fn finish(outcome: Result<(), Failure>) -> ExitCode {
     }
 }
 
-fn run(fut: impl Future<Output = Result<(), Failure>>) -> ExitCode {
+pub(crate) fn run(fut: impl Future<Output = Result<(), Failure>>) -> ExitCode {
     match tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -258,7 +258,11 @@ async fn exchange(opts: &RpcOpts, frame: &Value) -> Result<Value, Failure> {
 }
 
 /// One call: the result, or the JSON-RPC error.
-async fn call(opts: &RpcOpts, method: &str, params: Option<Value>) -> Result<Value, Failure> {
+pub(crate) async fn call(
+    opts: &RpcOpts,
+    method: &str,
+    params: Option<Value>,
+) -> Result<Value, Failure> {
     let mut frame = json!({"jsonrpc": "2.0", "id": 1, "method": method});
     if let Some(p) = params {
         frame["params"] = p;
@@ -270,7 +274,7 @@ async fn call(opts: &RpcOpts, method: &str, params: Option<Value>) -> Result<Val
     Ok(answer.get("result").cloned().unwrap_or(Value::Null))
 }
 
-fn print(v: &Value) {
+pub(crate) fn print(v: &Value) {
     println!(
         "{}",
         serde_json::to_string_pretty(v).unwrap_or_else(|_| v.to_string())

@@ -4,8 +4,9 @@
 //! lines and exit codes are relied upon); `agora discover` and `agora ans …` talk to an AGTP
 //! Agent Name Service (`agtp`); `agora memory install-model` installs the sentence-embedding
 //! model the node's memory uses (`memory`); `agora call`, `agora tools` and `agora session`
-//! talk to the Hyperspace JSON-RPC face (`call`); `agora mcp` serves a node's tools to a desktop
-//! MCP client over stdio (`mcp`).
+//! talk to the Hyperspace JSON-RPC face (`call`); `agora bridge mcp …` manages the node's MCP
+//! bridge through it (`bridge`); `agora mcp` serves a node's tools to a desktop MCP client over
+//! stdio (`mcp`).
 
 use std::process::ExitCode;
 
@@ -13,6 +14,7 @@ use clap::{Parser, Subcommand};
 
 mod agh;
 mod agtp;
+mod bridge;
 mod call;
 mod client;
 mod http;
@@ -96,6 +98,9 @@ enum Command {
     /// Create or end a Hyperspace session.
     #[command(subcommand)]
     Session(call::SessionCommand),
+    /// Bridges: MCP servers whose tools the node serves to the mesh.
+    #[command(subcommand)]
+    Bridge(bridge::BridgeCommand),
     /// Ask an Agent Name Service for agents (AGTP DISCOVER) and verify its signed answer.
     Discover(agtp::DiscoverArgs),
     /// Agent Name Service governance: keys, and signed ACTIVATE and lifecycle changes.
@@ -119,7 +124,11 @@ fn main() -> ExitCode {
         Command::Call(args) => call::call_command(args),
         Command::Tools(args) => call::tools_command(args),
         Command::Session(cmd) => call::session_command(cmd),
+<<<<<<< HEAD
         Command::Mcp(args) => mcp::run(args),
+=======
+        Command::Bridge(cmd) => bridge::run(cmd),
+>>>>>>> mcpc
         Command::Discover(args) => client::block_on(agtp::discover(&args)),
         Command::Ans(cmd) => agtp::ans(cmd),
     }

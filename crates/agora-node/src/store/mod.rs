@@ -16,7 +16,7 @@ use tokio::sync::{mpsc, oneshot};
 /// File name of the database inside the data directory.
 pub const DB_FILE: &str = "agora.redb";
 /// Current schema version.
-pub const SCHEMA_VERSION: u64 = 9;
+pub const SCHEMA_VERSION: u64 = 10;
 
 const META: TableDefinition<'_, &str, u64> = TableDefinition::new("meta");
 /// Local capability catalogs: Peer ID → catalog JSON (`{"capabilities":[…]}`).
@@ -60,6 +60,8 @@ const HS_PAY_CHANNELS: TableDefinition<'_, &str, &str> = TableDefinition::new("h
 /// The settlement log: 20-digit sequence number → JSON record.
 const HS_PAY_SETTLEMENTS: TableDefinition<'_, &str, &str> =
     TableDefinition::new("hs_pay_settlements");
+/// MCP servers bridged over JSON-RPC (`bridge.registerMCPServer`), by server name: their specs.
+const BRIDGE_MCP: TableDefinition<'_, &str, &str> = TableDefinition::new("bridge_mcp");
 
 /// The tables holding text rows.
 #[derive(Clone, Copy, Debug)]
@@ -81,6 +83,7 @@ enum Table {
     HsPayReceipts,
     HsPayChannels,
     HsPaySettlements,
+    BridgeMcp,
 }
 
 /// The payment tables, for [`Store::put_payments`] and [`Store::pay_rows`].
@@ -111,7 +114,7 @@ impl PayTable {
 }
 
 impl Table {
-    const ALL: [Self; 17] = [
+    const ALL: [Self; 18] = [
         Self::Catalogs,
         Self::Interactions,
         Self::HsSessions,
@@ -129,6 +132,7 @@ impl Table {
         Self::HsPayReceipts,
         Self::HsPayChannels,
         Self::HsPaySettlements,
+        Self::BridgeMcp,
     ];
 
     fn def(self) -> TableDefinition<'static, &'static str, &'static str> {
@@ -150,6 +154,7 @@ impl Table {
             Self::HsPayReceipts => HS_PAY_RECEIPTS,
             Self::HsPayChannels => HS_PAY_CHANNELS,
             Self::HsPaySettlements => HS_PAY_SETTLEMENTS,
+            Self::BridgeMcp => BRIDGE_MCP,
         }
     }
 }
@@ -562,6 +567,21 @@ impl Store {
         self.read_all(table.table().def())
     }
 
+    /// Stores the spec of a bridged MCP server; returns once it is durable.
+    pub async fn put_bridge_mcp(&self, name: &str, spec: &str) -> Result<(), StoreError> {
+        self.put(Table::BridgeMcp, name, spec).await
+    }
+
+    /// Deletes a bridged MCP server's spec; returns once it is durable.
+    pub async fn delete_bridge_mcp(&self, name: &str) -> Result<(), StoreError> {
+        self.delete(Table::BridgeMcp, name).await
+    }
+
+    /// Every stored bridged MCP server's spec, by name (a blocking read).
+    pub fn bridge_mcp(&self) -> Result<Vec<(String, String)>, StoreError> {
+        self.read_all(BRIDGE_MCP)
+    }
+
     /// Every stored Hyperspace tool, by id (a blocking read).
     pub fn hs_tools(&self) -> Result<Vec<(String, String)>, StoreError> {
         self.read_all(HS_TOOLS)
@@ -728,7 +748,8 @@ fn migrate(db: &Database, path: &Path) -> Result<(), StoreError> {
             // interactions table, 2 → 3 the Hyperspace sessions table, 3 → 4 the Hyperspace
             // tools and card records tables, 4 → 5 the ANS agents
             // and audit tables, 5 → 6 the memories table, 6 → 7 the playbook and bullet tables,
-            // 7 → 8 the trajectory and reputation tables, 8 → 9 the payment tables.
+            // 7 → 8 the trajectory and reputation tables, 8 → 9 the payment tables, 9 → 10 the
+            // bridged MCP servers table.
             found => {
                 let from = found.unwrap_or(0);
                 if from < 1 {
@@ -769,6 +790,9 @@ fn migrate(db: &Database, path: &Path) -> Result<(), StoreError> {
                     ] {
                         txn.open_table(t).map_err(|e| err(&e))?;
                     }
+                }
+                if from < 10 {
+                    txn.open_table(BRIDGE_MCP).map_err(|e| err(&e))?;
                 }
                 meta.insert("schema_version", SCHEMA_VERSION)
                     .map_err(|e| err(&e))?;

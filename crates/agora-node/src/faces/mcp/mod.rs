@@ -367,7 +367,7 @@ impl ServerHandler for Handler {
         let result = match outcome {
             Ok(Ok(answer)) => {
                 let out = mcp_server::tool_output(&target, answer);
-                let content = vec![ContentBlock::text(out.text)];
+                let content = content_blocks(out.text, out.blocks);
                 let mut r = if out.is_error {
                     CallToolResult::error(content)
                 } else {
@@ -467,5 +467,20 @@ pub async fn listen_changes(context: &SubscriptionContext, mut changes: watch::R
                 }
             }
         }
+    }
+}
+
+/// The content of a call's result: a bridged MCP tool's blocks as its server sent them (a block
+/// rmcp cannot read becomes its JSON text, so nothing is dropped), else one text block.
+fn content_blocks(text: String, blocks: Option<Vec<Value>>) -> Vec<ContentBlock> {
+    match blocks {
+        Some(blocks) if !blocks.is_empty() => blocks
+            .into_iter()
+            .map(|b| {
+                serde_json::from_value::<ContentBlock>(b.clone())
+                    .unwrap_or_else(|_| ContentBlock::text(b.to_string()))
+            })
+            .collect(),
+        _ => vec![ContentBlock::text(text)],
     }
 }
