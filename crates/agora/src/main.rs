@@ -124,11 +124,8 @@ fn main() -> ExitCode {
         Command::Call(args) => call::call_command(args),
         Command::Tools(args) => call::tools_command(args),
         Command::Session(cmd) => call::session_command(cmd),
-<<<<<<< HEAD
-        Command::Mcp(args) => mcp::run(args),
-=======
         Command::Bridge(cmd) => bridge::run(cmd),
->>>>>>> mcpc
+        Command::Mcp(args) => mcp::run(args),
         Command::Discover(args) => client::block_on(agtp::discover(&args)),
         Command::Ans(cmd) => agtp::ans(cmd),
     }
