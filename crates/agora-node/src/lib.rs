@@ -81,6 +81,9 @@ pub enum NodeError {
     /// The memory service could not start (its key, its store, its embedder).
     #[error("memory: {0}")]
     Memory(String),
+    /// A bridge could not start (`[bridge]`: its keys).
+    #[error("bridge: {0}")]
+    Bridge(String),
     /// A listener could not be bound or failed.
     #[error(transparent)]
     Listen(#[from] faces::serving::ListenError),
@@ -131,7 +134,7 @@ pub async fn run_until(
         mesh: m(),
     };
     let pay = (payments::start(&config, store.clone(), pay).await).map_err(NodeError::Payments)?;
-    let (bridges, _bridge_calls) = bridge::channels();
+    let (bridges, bridge_calls) = bridge::channels();
     let hs = hyperspace::Wiring {
         peer_id: pid(),
         key: key()?,
@@ -146,6 +149,15 @@ pub async fn run_until(
         bridges,
     };
     let hs = hyperspace::start(store.clone(), hs).await?;
+    let a2a = bridge::a2a::Wiring {
+        key: key()?,
+        mesh: m(),
+        hyperspace: hs.tx.clone(),
+        calls: bridge_calls.a2a,
+        keys: config.bridge.a2a_keys.clone(),
+        agents: config.bridge.a2a.clone(),
+    };
+    let a2a = bridge::a2a::start(a2a).await.map_err(NodeError::Bridge)?;
     let mem = memory::Wiring {
         peer_id: pid(),
         key: key()?,
@@ -190,7 +202,7 @@ pub async fn run_until(
         data_dir: config.data.display().to_string().into(),
         snapshot: faces::http::dashboard::Cache::default(),
     };
-    spawn_routers(&state, agh.events, calls_rx, events_rx);
+    spawn_routers(&state, &a2a, agh.events, calls_rx, events_rx);
     announce_all(listening_rx, &state.faces, agtp_face.tls.is_some()).await;
     tracing::info!(
         peer_id = %peer_id,
@@ -223,6 +235,7 @@ pub async fn run_until(
 /// services that declare them, the rest to the AGH service (`agh_events`).
 fn spawn_routers(
     services: &faces::state::AppState,
+    a2a: &mpsc::Sender<bridge::a2a::Input>,
     agh_events: mpsc::Sender<mesh::Event>,
     calls: mpsc::Receiver<call::Call>,
     events: mpsc::Receiver<mesh::Event>,
@@ -233,6 +246,7 @@ fn spawn_routers(
         learning::call_route(&services.learning),
         improving::call_route(&services.improving),
         payments::call_route(&services.payments),
+        bridge::a2a::call_route(a2a),
     ];
     let rest = hyperspace::call_route(&services.hyperspace);
     tokio::spawn(routes::CallRouter::new(call_routes, rest).run(calls));
@@ -240,6 +254,7 @@ fn spawn_routers(
     event_routes.extend(memory::event_routes(&services.memory));
     event_routes.extend(improving::event_routes(&services.improving));
     event_routes.extend(payments::event_routes(&services.payments));
+    event_routes.extend(bridge::a2a::event_routes(a2a));
     let rest = routes::Sink::new(agh_events, routes::Delivery::Wait, Some);
     tokio::spawn(routes::EventRouter::new(event_routes, rest).run(events));
 }

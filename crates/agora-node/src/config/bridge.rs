@@ -17,14 +17,21 @@ pub struct BridgeConfig {
     /// MCP servers bridged at start (`[[bridge.mcp]]`: `name`, `url`, `command`, `args`, `env`,
     /// `cwd`, `tools`, `tags`, `price`, as `bridge.registerMCPServer` takes them).
     pub mcp: Vec<agora_bridge::mcp::ServerSpec>,
-    /// A2A agents announced at start (`[[bridge.a2a]]`: `name`, `url` or `agent_card`, `tags`,
+    /// A2A agents announced at start (`[[bridge.a2a]]`: `name`, `url` or `agentCard`, `tags`,
     /// `price`, as `bridge.announceA2AAgent` takes them).
     pub a2a: Vec<agora_bridge::a2a::AgentSpec>,
+    /// Public JWK files (ES256, with a `kid`) of the keys A2A Agent Cards may be signed with
+    /// (`a2a_keys`): a signed card verifies only under one of these, never under a key the
+    /// card names.
+    pub a2a_keys: Vec<std::path::PathBuf>,
 }
 
 impl BridgeConfig {
     /// Checks every bridged server's and agent's name.
     pub(super) fn settle(&mut self) -> Result<(), ConfigError> {
+        for spec in &self.a2a {
+            spec.check().map_err(|e| invalid("bridge.a2a", &e))?;
+        }
         let names = self.mcp.iter().map(|s| ("bridge.mcp", s.name.as_deref()));
         let names = names.chain(self.a2a.iter().map(|a| ("bridge.a2a", a.name.as_deref())));
         for (key, name) in names {

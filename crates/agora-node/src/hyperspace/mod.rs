@@ -281,7 +281,8 @@ pub struct Restored {
 /// provider to register it again).
 const ORPHAN_TTL_MS: u64 = 24 * 60 * 60 * 1000;
 
-fn random_hex(bytes: usize) -> String {
+/// `bytes` random bytes as lowercase hex (nonces, ids).
+pub(crate) fn random_hex(bytes: usize) -> String {
     let mut b = vec![0u8; bytes];
     if getrandom::fill(&mut b).is_err() {
         // No system randomness: derive from the clock (ids stay unique on this node).

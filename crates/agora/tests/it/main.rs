@@ -23,6 +23,7 @@ mod support;
 mod agtp_ans;
 mod agtp_cli;
 mod agtp_reference;
+mod bridge_a2a;
 mod cli;
 mod cli_call;
 mod client;
