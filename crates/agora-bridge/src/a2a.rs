@@ -6,10 +6,12 @@
 //! | this one | [`AgentSpec`], the wire constants (topic, header, well-known path, metadata key) |
 //! | [`card`] | the Agent Card's shape check (A2A 1.0 §4.4 `AgentCard`), skills → mesh tools (ids, schema, source) |
 //! | [`jws`] | signed Agent Cards (A2A §8.4): ES256 JWS over RFC 8785 JCS of the card minus `signatures`, checked against configured keys only |
+//! | [`serve`] | the node as an A2A agent: its card from the mesh tools, how a message names a skill and carries arguments, a `tool.invoke` outcome as a task state |
 //! | [`task`] | a mesh tool call → `SendMessage`, and the agent's answer → the tool's result or a Hyperspace error |
 
 pub mod card;
 pub mod jws;
+pub mod serve;
 pub mod task;
 
 use agora_hyperspace::payments::Price;

@@ -158,6 +158,22 @@ pub async fn run_until(
         agents: config.bridge.a2a.clone(),
     };
     let a2a = bridge::a2a::start(a2a).await.map_err(NodeError::Bridge)?;
+    let urls = listeners.urls();
+    let http_url = urls
+        .iter()
+        .find(|(f, _)| *f == "http")
+        .map_or("", |(_, u)| u.as_str());
+    let a2a_face = faces::a2a::A2aFace::new(faces::a2a::Settings {
+        data: &config.data,
+        store: store.clone(),
+        hyperspace: hs.tx.clone(),
+        peer_id: &peer_id,
+        http_url,
+        ttl: Duration::from_secs(config.bridge.a2a_task_ttl_secs),
+        max_tasks: config.bridge.a2a_max_tasks,
+    })
+    .await
+    .map_err(NodeError::Bridge)?;
     let mem = memory::Wiring {
         peer_id: pid(),
         key: key()?,
@@ -201,6 +217,7 @@ pub async fn run_until(
         ans: Arc::clone(&agtp_face.ans),
         data_dir: config.data.display().to_string().into(),
         snapshot: faces::http::dashboard::Cache::default(),
+        a2a: a2a_face,
     };
     spawn_routers(&state, &a2a, agh.events, calls_rx, events_rx);
     announce_all(listening_rx, &state.faces, agtp_face.tls.is_some()).await;

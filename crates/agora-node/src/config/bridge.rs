@@ -7,7 +7,7 @@ use struct_patch::Patch;
 use super::{ConfigError, invalid};
 
 /// `[bridge]` settings.
-#[derive(Clone, Debug, Default, PartialEq, Patch)]
+#[derive(Clone, Debug, PartialEq, Patch)]
 #[patch(attribute(derive(Clone, Debug, Default, Deserialize)))]
 #[patch(attribute(serde(default, deny_unknown_fields)))]
 #[patch(attribute(
@@ -24,11 +24,31 @@ pub struct BridgeConfig {
     /// (`a2a_keys`): a signed card verifies only under one of these, never under a key the
     /// card names.
     pub a2a_keys: Vec<std::path::PathBuf>,
+    /// How long the node keeps an A2A task after its last change, in seconds
+    /// (`a2a_task_ttl_secs`; the node as an A2A agent, `POST /a2a`).
+    pub a2a_task_ttl_secs: u64,
+    /// Most A2A tasks kept (`a2a_max_tasks`); beyond it the oldest finished task is forgotten.
+    pub a2a_max_tasks: usize,
+}
+
+impl Default for BridgeConfig {
+    fn default() -> Self {
+        Self {
+            mcp: Vec::new(),
+            a2a: Vec::new(),
+            a2a_keys: Vec::new(),
+            a2a_task_ttl_secs: 24 * 3600,
+            a2a_max_tasks: 10_000,
+        }
+    }
 }
 
 impl BridgeConfig {
     /// Checks every bridged server's and agent's name.
     pub(super) fn settle(&mut self) -> Result<(), ConfigError> {
+        if self.a2a_max_tasks == 0 {
+            return Err(invalid("bridge.a2a_max_tasks", "must be at least 1"));
+        }
         for spec in &self.a2a {
             spec.check().map_err(|e| invalid("bridge.a2a", &e))?;
         }

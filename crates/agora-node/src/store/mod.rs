@@ -16,7 +16,7 @@ use tokio::sync::{mpsc, oneshot};
 /// File name of the database inside the data directory.
 pub const DB_FILE: &str = "agora.redb";
 /// Current schema version.
-pub const SCHEMA_VERSION: u64 = 9;
+pub const SCHEMA_VERSION: u64 = 10;
 
 const META: TableDefinition<'_, &str, u64> = TableDefinition::new("meta");
 /// Local capability catalogs: Peer ID → catalog JSON (`{"capabilities":[…]}`).
@@ -60,6 +60,8 @@ const HS_PAY_CHANNELS: TableDefinition<'_, &str, &str> = TableDefinition::new("h
 /// The settlement log: 20-digit sequence number → JSON record.
 const HS_PAY_SETTLEMENTS: TableDefinition<'_, &str, &str> =
     TableDefinition::new("hs_pay_settlements");
+/// The A2A face's tasks (`faces::a2a`): task id → the A2A `Task` JSON with its expiry.
+const A2A_TASKS: TableDefinition<'_, &str, &str> = TableDefinition::new("a2a_tasks");
 
 /// The tables holding text rows.
 #[derive(Clone, Copy, Debug)]
@@ -81,6 +83,7 @@ enum Table {
     HsPayReceipts,
     HsPayChannels,
     HsPaySettlements,
+    A2aTasks,
 }
 
 /// The payment tables, for [`Store::put_payments`] and [`Store::pay_rows`].
@@ -111,7 +114,7 @@ impl PayTable {
 }
 
 impl Table {
-    const ALL: [Self; 17] = [
+    const ALL: [Self; 18] = [
         Self::Catalogs,
         Self::Interactions,
         Self::HsSessions,
@@ -129,6 +132,7 @@ impl Table {
         Self::HsPayReceipts,
         Self::HsPayChannels,
         Self::HsPaySettlements,
+        Self::A2aTasks,
     ];
 
     fn def(self) -> TableDefinition<'static, &'static str, &'static str> {
@@ -150,6 +154,7 @@ impl Table {
             Self::HsPayReceipts => HS_PAY_RECEIPTS,
             Self::HsPayChannels => HS_PAY_CHANNELS,
             Self::HsPaySettlements => HS_PAY_SETTLEMENTS,
+            Self::A2aTasks => A2A_TASKS,
         }
     }
 }
@@ -390,6 +395,21 @@ impl Store {
             key: key.to_owned(),
         })
         .await
+    }
+
+    /// Stores an A2A task (JSON); returns once it is durable.
+    pub async fn put_a2a_task(&self, task_id: &str, json: &str) -> Result<(), StoreError> {
+        self.put(Table::A2aTasks, task_id, json).await
+    }
+
+    /// Deletes an A2A task; returns once it is durable.
+    pub async fn delete_a2a_task(&self, task_id: &str) -> Result<(), StoreError> {
+        self.delete(Table::A2aTasks, task_id).await
+    }
+
+    /// Every stored A2A task, by id (a blocking read).
+    pub fn a2a_tasks(&self) -> Result<Vec<(String, String)>, StoreError> {
+        self.read_all(A2A_TASKS)
     }
 
     /// Stores a Hyperspace tool; returns once it is durable.
@@ -728,7 +748,8 @@ fn migrate(db: &Database, path: &Path) -> Result<(), StoreError> {
             // interactions table, 2 → 3 the Hyperspace sessions table, 3 → 4 the Hyperspace
             // tools and card records tables, 4 → 5 the ANS agents
             // and audit tables, 5 → 6 the memories table, 6 → 7 the playbook and bullet tables,
-            // 7 → 8 the trajectory and reputation tables, 8 → 9 the payment tables.
+            // 7 → 8 the trajectory and reputation tables, 8 → 9 the payment tables, 9 → 10 the
+            // A2A tasks table.
             found => {
                 let from = found.unwrap_or(0);
                 if from < 1 {
@@ -769,6 +790,9 @@ fn migrate(db: &Database, path: &Path) -> Result<(), StoreError> {
                     ] {
                         txn.open_table(t).map_err(|e| err(&e))?;
                     }
+                }
+                if from < 10 {
+                    txn.open_table(A2A_TASKS).map_err(|e| err(&e))?;
                 }
                 meta.insert("schema_version", SCHEMA_VERSION)
                     .map_err(|e| err(&e))?;

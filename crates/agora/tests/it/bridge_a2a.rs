@@ -1,7 +1,10 @@
 //! The A2A bridge (Hyperspace spec §10.2; `docs/bridges.md`) against an independent A2A 1.0
 //! agent (`tests/fixtures/a2a_agent.py`, Python a2a-sdk 1.3.0, signed card): announced on node
 //! A, its skills discovered and invoked from node B (a completed task, an INPUT_REQUIRED
-//! continuation), its card gossiped to B; a forged card signature is refused.
+//! continuation), its card gossiped to B; a forged card signature is refused. Node B as an A2A
+//! agent, driven by the Python and JS SDKs' clients (`tests/fixtures/a2a_client.{py,mjs}`).
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::time::Duration;
 
@@ -94,6 +97,11 @@ async fn an_a2a_agent_announced_on_one_node_is_invoked_from_another() {
     assert_eq!(greeted["artifacts"][0]["parts"][0]["text"], "hello Ada");
     assert_eq!(greeted["taskId"], asked["taskId"]);
 
+    // B as an A2A agent: its card lists the mesh's tools (A's bridged skills) and is signed;
+    // the Python and JS SDKs verify it with B's public key and drive SendMessage,
+    // SendStreamingMessage, GetTask and CancelTask through B, the mesh and A to the agent.
+    a2a_clients_drive_the_node(&python, &b.http, dir.path(), &echo, &tool("slow")).await;
+
     // The card's original text reached B over gossip.
     let remote = support::eventually(Duration::from_secs(10), async || {
         let r = rpc_call(&mut rb, 5, "bridge.listA2AAgents", json!({})).await;
@@ -147,4 +155,99 @@ async fn an_a2a_agent_announced_on_one_node_is_invoked_from_another() {
     )
     .await;
     assert_eq!(r["error"]["code"], -32006, "{r}");
+}
+
+/// The Python and JS A2A clients against `http` (a node that can invoke `echo` and `slow`): both
+/// verify the card's signature with the node's published key and see a completed task, a stream
+/// (task, artifact, final status), GetTask, and a cancelled task that cannot be cancelled again;
+/// a request without `A2A-Version` is −32009.
+async fn a2a_clients_drive_the_node(
+    python: &str,
+    http: &str,
+    dir: &std::path::Path,
+    echo: &str,
+    slow: &str,
+) {
+    let card = support::eventually(Duration::from_secs(10), async || {
+        let card = support::get_json(http, "/.well-known/agent-card.json").await;
+        let skills = card["skills"].as_array()?;
+        (skills.iter().any(|s| s["id"] == echo) && skills.iter().any(|s| s["id"] == slow))
+            .then_some(card)
+    })
+    .await
+    .expect("the node's card lists the mesh's skills");
+    assert_eq!(card["supportedInterfaces"][0]["url"], format!("{http}/a2a"));
+    assert_eq!(card["capabilities"]["pushNotifications"], false);
+    let key = dir.join("node-card-key.json");
+    std::fs::write(
+        &key,
+        support::get_json(http, "/.well-known/agent-card-key.json")
+            .await
+            .to_string(),
+    )
+    .unwrap();
+    let key = key.to_str().unwrap();
+
+    let run = |mut cmd: std::process::Command| {
+        let out = cmd.output().expect("the client runs");
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        serde_json::from_slice::<Value>(&out.stdout).expect("one JSON line")
+    };
+    let script = |name: &str| format!("{}/../../tests/fixtures/{name}", env!("CARGO_MANIFEST_DIR"));
+    let mut py = std::process::Command::new(python);
+    py.arg(script("a2a_client.py"))
+        .args([http, key, echo, slow]);
+    let seen = run(py);
+    assert_eq!(
+        seen["send"]["status"]["state"], "TASK_STATE_COMPLETED",
+        "{seen}"
+    );
+    let result = &seen["send"]["artifacts"][0]["parts"][0]["data"];
+    assert_eq!(
+        result["artifacts"][0]["parts"][0]["text"], "echo: hi",
+        "{seen}"
+    );
+    assert_eq!(seen["get"], true);
+    assert_eq!(
+        seen["stream"],
+        json!(["task", "artifact_update", "status_update"])
+    );
+    assert_eq!(
+        seen["streamFinal"]["statusUpdate"]["status"]["state"],
+        "TASK_STATE_COMPLETED"
+    );
+    assert_eq!(seen["canceled"], "TASK_STATE_CANCELED");
+    assert_eq!(seen["again"], "TaskNotCancelableError");
+
+    if support::node_peers() {
+        let mut js = std::process::Command::new("node");
+        js.arg(script("a2a_client.mjs"))
+            .args([http, key, echo, slow])
+            .current_dir(support::interop_dir());
+        let seen = run(js);
+        assert_eq!(seen["verified"], true, "{seen}");
+        assert_eq!(seen["send"], "TASK_STATE_COMPLETED", "{seen}");
+        assert!(
+            seen["sendText"].as_str().unwrap().contains("echo: hi"),
+            "{seen}"
+        );
+        assert_eq!(seen["get"], true);
+        assert_eq!(
+            seen["stream"],
+            json!(["task", "artifactUpdate", "statusUpdate"])
+        );
+        assert_eq!(seen["streamFinal"], "TASK_STATE_COMPLETED");
+        assert_eq!(seen["canceled"], "TASK_STATE_CANCELED");
+        assert_eq!(seen["again"], "JsonRpcTaskNotCancelableError");
+    }
+
+    // No A2A-Version header means 0.3, which the node does not speak.
+    let body =
+        json!({"jsonrpc": "2.0", "id": 1, "method": "GetTask", "params": {"id": "x"}}).to_string();
+    let r = support::http_json("POST", http, "/a2a", Some(&body)).await;
+    assert_eq!(r["error"]["code"], -32009, "{r}");
 }

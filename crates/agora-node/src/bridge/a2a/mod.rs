@@ -34,7 +34,7 @@ use tokio::sync::{Semaphore, mpsc, oneshot};
 use crate::bridge::{A2A_OWNER, BridgeCall};
 use crate::call::{Call, Principal};
 use crate::clock::now_ms;
-use crate::hyperspace::random_hex;
+use crate::hyperspace::{random_hex, uuid};
 use crate::routes::{self, CallRoute, Delivery, EventKey, EventRoute};
 use crate::{hyperspace, mesh};
 
@@ -620,17 +620,4 @@ impl Shared {
             },
         );
     }
-}
-
-/// A random UUID (version 4) for message ids.
-fn uuid() -> String {
-    let h = random_hex(16);
-    format!(
-        "{}-{}-4{}-a{}-{}",
-        &h[0..8],
-        &h[8..12],
-        &h[13..16],
-        &h[17..20],
-        &h[20..32]
-    )
 }

@@ -791,13 +791,9 @@ pub(crate) fn spawn_python_fixture(python: &str, script: &str, args: &[&str]) ->
 /// An ES256 key for signing A2A Agent Cards: writes its private JWK to `<dir>/<kid>.key.json`
 /// and its public JWK to `<dir>/<kid>.pub.json`.
 pub(crate) fn a2a_card_key(dir: &Path, kid: &str) -> agora_agtp::signature::AnsSigningKey {
-    use base64::Engine as _;
     let key = agora_node::ans::generate_key(Some(kid)).unwrap();
     let public = key.verifying_key().to_jwk();
-    let mut private = public.clone();
-    private["d"] = base64::engine::general_purpose::URL_SAFE_NO_PAD
-        .encode(key.secret_bytes())
-        .into();
+    let private = agora_node::ans::private_jwk(&key);
     std::fs::write(dir.join(format!("{kid}.key.json")), private.to_string()).unwrap();
     std::fs::write(dir.join(format!("{kid}.pub.json")), public.to_string()).unwrap();
     key
