@@ -1,11 +1,11 @@
 //! The node as an A2A 1.0 agent (A2A spec v1.0.1, JSON-RPC binding; the note's §6.4;
 //! `docs/bridges.md` "The node as an A2A agent"), on the HTTP face:
-//! - `GET /.well-known/agent-card.json` (public): the node's Agent Card, one skill per tool this
+//! - `GET /.well-known/agent-card.json` (a read, `READ_ONLY_PATHS`): the node's Agent Card, one skill per tool this
 //!   node can invoke (`tool.discover {query: ""}`: local, bridged and discovered), signed with
 //!   ES256 over RFC 8785 JCS ([`agora_bridge::a2a::jws::sign_card`]) with the key of
 //!   `<data>/a2a-card-key.json` (private JWK, made at first start); rebuilt at most every
 //!   [`CARD_TTL`].
-//! - `GET /.well-known/agent-card-key.json` (public): that key's public JWK, for clients that
+//! - `GET /.well-known/agent-card-key.json` (a read): that key's public JWK, for clients that
 //!   verify the card.
 //! - `POST /a2a` (API key, as the other write paths): `SendMessage`, `SendStreamingMessage` (SSE:
 //!   the task first, then its artifact and final status; closed at the terminal state),
