@@ -43,6 +43,18 @@ impl Default for BridgeConfig {
     }
 }
 
+impl BridgeConfigPatch {
+    /// Takes relative `a2a_keys` paths from `base` (the directory of the file the layer comes
+    /// from).
+    pub(super) fn rebase(&mut self, base: &std::path::Path) {
+        for p in self.a2a_keys.iter_mut().flatten() {
+            if p.is_relative() {
+                *p = base.join(&*p);
+            }
+        }
+    }
+}
+
 impl BridgeConfig {
     /// Checks every bridged server's and agent's name.
     pub(super) fn settle(&mut self) -> Result<(), ConfigError> {

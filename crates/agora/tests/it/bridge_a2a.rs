@@ -23,12 +23,8 @@ async fn an_a2a_agent_announced_on_one_node_is_invoked_from_another() {
     let agent =
         support::spawn_python_fixture(&python, "a2a_agent.py", &["--key", key.to_str().unwrap()]);
     let config = dir.path().join("a.toml");
-    let public = dir.path().join("fixture-key.pub.json");
-    std::fs::write(
-        &config,
-        format!("[bridge]\na2a_keys = [{:?}]\n", public.to_str().unwrap()),
-    )
-    .unwrap();
+    // A relative key path is taken from the configuration file's directory.
+    std::fs::write(&config, "[bridge]\na2a_keys = [\"fixture-key.pub.json\"]\n").unwrap();
     let (da, db) = (dir.path().join("a"), dir.path().join("b"));
     let a = support::spawn_node(&da, &[], 30, &["--config", config.to_str().unwrap()]);
     let b = support::spawn_node(&db, &[&a.p2p], 30, &[]);
