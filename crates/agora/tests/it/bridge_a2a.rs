@@ -208,6 +208,7 @@ async fn a2a_clients_drive_the_node(
         "{seen}"
     );
     assert_eq!(seen["get"], true);
+    assert_eq!(seen["listed"], true, "ListTasks by contextId: {seen}");
     assert_eq!(
         seen["stream"],
         json!(["task", "artifact_update", "status_update"])
