@@ -66,9 +66,10 @@ fn main() {
     rt.block_on(async move {
         let dir = tempfile::tempdir().unwrap();
         let agent = support::spawn_python_fixture(&python, "a2a_agent.py", &[]);
-        let a = support::spawn_node(&dir.path().join("a"), &[], 30, &[]);
+        let key_env = [("AGORA_API_KEY", support::TEST_API_KEY)];
+        let a = support::spawn_node_env(&dir.path().join("a"), &[], 30, &[], &key_env);
         let b = support::spawn_node(&dir.path().join("b"), &[&a.p2p], 30, &[]);
-        let mut ra = support::rpc_connect(&a.rpc).await;
+        let mut ra = support::rpc_connect_bearer(&a.rpc, support::TEST_API_KEY).await;
         let mut rb = support::rpc_connect(&b.rpc).await;
         let r = support::rpc_call(&mut ra, 1, "bridge.announceA2AAgent", json!({"url": agent.url, "name": "fx"})).await;
         let echo = r["result"]["tools"]

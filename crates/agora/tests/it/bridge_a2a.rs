@@ -26,9 +26,17 @@ async fn an_a2a_agent_announced_on_one_node_is_invoked_from_another() {
     // A relative key path is taken from the configuration file's directory.
     std::fs::write(&config, "[bridge]\na2a_keys = [\"fixture-key.pub.json\"]\n").unwrap();
     let (da, db) = (dir.path().join("a"), dir.path().join("b"));
-    let a = support::spawn_node(&da, &[], 30, &["--config", config.to_str().unwrap()]);
+    // A's bridge methods need its API key (B has none: a keyless loopback caller is refused).
+    let key_env = [("AGORA_API_KEY", support::TEST_API_KEY)];
+    let a = support::spawn_node_env(
+        &da,
+        &[],
+        30,
+        &["--config", config.to_str().unwrap()],
+        &key_env,
+    );
     let b = support::spawn_node(&db, &[&a.p2p], 30, &[]);
-    let mut ra = rpc_connect(&a.rpc).await;
+    let mut ra = support::rpc_connect_bearer(&a.rpc, support::TEST_API_KEY).await;
     let mut rb = rpc_connect(&b.rpc).await;
 
     // Announced on A: the card is fetched, its signature verifies under the configured key.
@@ -52,6 +60,16 @@ async fn an_a2a_agent_announced_on_one_node_is_invoked_from_another() {
             .unwrap()
     };
     let (echo, greet) = (tool("echo"), tool("greet"));
+
+    // Announcing needs the API key: B has none, and its keyless loopback caller is refused.
+    let r = rpc_call(
+        &mut rb,
+        10,
+        "bridge.announceA2AAgent",
+        json!({"url": agent.url}),
+    )
+    .await;
+    assert_eq!(r["error"]["data"]["reason"], "api-key-required", "{r}");
 
     // B finds the skill by tag, marked as bridged from A2A with a verified card.
     let found = support::discover_tool(

@@ -2,8 +2,9 @@
 //! "Announce an A2A agent"): announced A2A agents' skills served as tools of this node.
 //!
 //! One task owns the announced agents. It answers `bridge.announceA2AAgent`,
-//! `bridge.listA2AAgents` and `bridge.withdrawA2AAgent` ([`METHODS`], API key or loopback
-//! without a key only), announces the `[[bridge.a2a]]` agents at start, and carries out the
+//! `bridge.listA2AAgents` and `bridge.withdrawA2AAgent` ([`METHODS`]; the API key only, as for
+//! the MCP bridge: a session token or a keyless loopback client gets −32602 `data.reason:
+//! "api-key-required"`, except that a keyless loopback client may list), announces the `[[bridge.a2a]]` agents at start, and carries out the
 //! calls of their skills ([`crate::bridge::BridgeCall`]) as A2A `SendMessage` requests. An
 //! announce fetches `<url>/.well-known/agent-card.json` (or takes the card given), checks its
 //! shape ([`agora_bridge::a2a::card`]) and its signatures against the keys of `[bridge]
@@ -251,10 +252,13 @@ fn spawn_call(shared: &Arc<Shared>, call: Call) {
         reply,
         ..
     } = call;
-    if let Principal::Session(_) = principal {
-        let _ = reply.send(Err(RpcError::invalid_request()
-            .with_message("the A2A bridge's methods need the API key")
-            .with_data(json!({ "method": request.method }))));
+    // Listing shows only what gossip spreads anyway: a keyless loopback client may list.
+    let allowed =
+        principal == Principal::ApiKey || (request.method == LIST && principal == Principal::Local);
+    if !allowed {
+        let _ = reply.send(Err(RpcError::invalid_params()
+            .with_message(format!("{} needs the node's API key", request.method))
+            .with_data(json!({ "reason": "api-key-required" }))));
         return;
     }
     let Ok(slot) = Arc::clone(&shared.slots).try_acquire_owned() else {
