@@ -122,6 +122,12 @@ mod tests {
             gate.validate(sync, envelope(sync, now_ms()).as_bytes()),
             Verdict::Accept
         );
+        // A2A cards: accepted inline, and a copy goes to the A2A bridge.
+        let cards = agora_bridge::a2a::CARDS_TOPIC;
+        assert_eq!(
+            gate.validate(cards, envelope(cards, now_ms()).as_bytes()),
+            Verdict::Accept
+        );
         assert_eq!(gate.validate(tasks, b"\xff"), Verdict::Reject);
         assert_eq!(
             gate.validate(tasks, envelope(tasks, now_ms() - 600_000).as_bytes()),

@@ -91,8 +91,10 @@ async fn rpc(
     if !(version == VERSION || version == "1") {
         return answer(
             &id,
-            Err(a2a_err(codes::VERSION_NOT_SUPPORTED, "A2A version not supported")
-                .with_data(json!([{"@type": "type.googleapis.com/google.protobuf.Struct", "requested": version, "supported": [VERSION]}]))),
+            Err(a2a_err(
+                codes::VERSION_NOT_SUPPORTED,
+                &format!("A2A version {version} is not supported; send A2A-Version: {VERSION}"),
+            )),
         );
     }
     let params = request.get("params").cloned().unwrap_or(Value::Null);
@@ -176,5 +178,15 @@ fn stream(id: Value, task: &Value, mut rx: watch::Receiver<Value>) -> Response {
             out,
             |mut out| async move { out.recv().await.map(|e| (e, out)) },
         );
-    Sse::new(stream).into_response()
+    let mut response = Sse::new(stream).into_response();
+    let headers = response.headers_mut();
+    headers.insert(
+        "cache-control",
+        axum::http::HeaderValue::from_static("no-cache"),
+    );
+    headers.insert(
+        "x-accel-buffering",
+        axum::http::HeaderValue::from_static("no"),
+    );
+    response
 }
