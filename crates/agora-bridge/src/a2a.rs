@@ -3,7 +3,7 @@
 //!
 //! | module | owns |
 //! |---|---|
-//! | this one | [`AgentSpec`], the wire constants (topic, header, well-known path, metadata key) |
+//! | this one | [`AgentSpec`], the bridge's methods ([`METHODS`]), the wire constants (topic, header, well-known path, metadata key) |
 //! | [`card`] | the Agent Card's shape check (A2A 1.0 §4.4 `AgentCard`), skills → mesh tools (ids, schema, source) |
 //! | [`jws`] | signed Agent Cards (A2A §8.4): ES256 JWS over RFC 8785 JCS of the card minus `signatures`, checked against configured keys only |
 //! | [`serve`] | the node as an A2A agent: its card from the mesh tools, how a message names a skill and carries arguments, a `tool.invoke` outcome as a task state |
@@ -36,6 +36,15 @@ pub const META_PREFIX: &str = "org.agora";
 
 /// `message.metadata` key naming the skill a message is for (A2A has no field for it).
 pub const SKILL_ID_KEY: &str = "org.agora/skillId";
+
+/// `bridge.announceA2AAgent({url} | {agentCard}, name?, tags?, price?)`.
+pub const ANNOUNCE: &str = "bridge.announceA2AAgent";
+/// `bridge.listA2AAgents()`.
+pub const LIST: &str = "bridge.listA2AAgents";
+/// `bridge.withdrawA2AAgent({name})`.
+pub const WITHDRAW: &str = "bridge.withdrawA2AAgent";
+/// The A2A bridge's JSON-RPC methods (the node's call router routes these exact names to it).
+pub const METHODS: [&str; 3] = [ANNOUNCE, LIST, WITHDRAW];
 
 /// An A2A agent to announce: the params of `bridge.announceA2AAgent` and one `[[bridge.a2a]]`
 /// of `agora.toml`. Exactly one of `url` and `agentCard` is given.

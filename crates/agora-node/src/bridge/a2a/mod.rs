@@ -39,14 +39,7 @@ use crate::hyperspace::{random_hex, uuid};
 use crate::routes::{self, CallRoute, Delivery, EventKey, EventRoute};
 use crate::{hyperspace, mesh};
 
-/// `bridge.announceA2AAgent({url} | {agentCard}, name?, tags?, price?)`.
-pub const ANNOUNCE: &str = "bridge.announceA2AAgent";
-/// `bridge.listA2AAgents()`.
-pub const LIST: &str = "bridge.listA2AAgents";
-/// `bridge.withdrawA2AAgent({name})`.
-pub const WITHDRAW: &str = "bridge.withdrawA2AAgent";
-/// The methods of this bridge (the call router's prefixes are these exact names).
-pub const METHODS: [&str; 3] = [ANNOUNCE, LIST, WITHDRAW];
+pub use agora_bridge::a2a::{ANNOUNCE, LIST, METHODS, WITHDRAW};
 
 /// Calls and skill invocations in flight at once.
 pub const IN_FLIGHT: usize = 64;
