@@ -11,7 +11,7 @@
 //! | module | owns |
 //! |---|---|
 //! | [`mcp`] | an MCP server to bridge ([`mcp::ServerSpec`]) |
-//! | [`a2a`] | an A2A agent to announce ([`a2a::AgentSpec`]) |
+//! | [`a2a`] | an A2A agent to announce ([`a2a::AgentSpec`]); Agent Cards (shape, skills as tools, signatures); messages and tasks |
 //! | [`mcp_server`] | the node as an MCP server: its tool list, calls, results and error translation |
 
 pub mod a2a;

@@ -81,6 +81,9 @@ pub enum NodeError {
     /// The memory service could not start (its key, its store, its embedder).
     #[error("memory: {0}")]
     Memory(String),
+    /// A bridge could not start (`[bridge]`: its keys).
+    #[error("bridge: {0}")]
+    Bridge(String),
     /// A listener could not be bound or failed.
     #[error(transparent)]
     Listen(#[from] faces::serving::ListenError),
@@ -134,7 +137,7 @@ pub async fn run_until(
     let (bridges, bridge_calls) = bridge::channels();
     let bridge::BridgeCalls {
         mcp: mcp_calls,
-        a2a: _a2a_calls,
+        a2a: a2a_calls,
     } = bridge_calls;
     let hs = hyperspace::Wiring {
         peer_id: pid(),
@@ -158,6 +161,31 @@ pub async fn run_until(
         config: config.bridge.mcp.clone(),
     })
     .await;
+    let a2a = bridge::a2a::Wiring {
+        key: key()?,
+        mesh: m(),
+        hyperspace: hs.tx.clone(),
+        calls: a2a_calls,
+        keys: config.bridge.a2a_keys.clone(),
+        agents: config.bridge.a2a.clone(),
+    };
+    let a2a = bridge::a2a::start(a2a).await.map_err(NodeError::Bridge)?;
+    let urls = listeners.urls();
+    let http_url = urls
+        .iter()
+        .find(|(f, _)| *f == "http")
+        .map_or("", |(_, u)| u.as_str());
+    let a2a_face = faces::a2a::A2aFace::new(faces::a2a::Settings {
+        data: &config.data,
+        store: store.clone(),
+        hyperspace: hs.tx.clone(),
+        peer_id: &peer_id,
+        http_url,
+        ttl: Duration::from_secs(config.bridge.a2a_task_ttl_secs),
+        max_tasks: config.bridge.a2a_max_tasks,
+    })
+    .await
+    .map_err(NodeError::Bridge)?;
     let mem = memory::Wiring {
         peer_id: pid(),
         key: key()?,
@@ -201,8 +229,9 @@ pub async fn run_until(
         ans: Arc::clone(&agtp_face.ans),
         data_dir: config.data.display().to_string().into(),
         snapshot: faces::http::dashboard::Cache::default(),
+        a2a: a2a_face,
     };
-    spawn_routers(&state, &mcp, agh.events, calls_rx, events_rx);
+    spawn_routers(&state, (&mcp, &a2a), agh.events, calls_rx, events_rx);
     announce_all(listening_rx, &state.faces, agtp_face.tls.is_some()).await;
     tracing::info!(
         peer_id = %peer_id,
@@ -235,7 +264,10 @@ pub async fn run_until(
 /// services that declare them, the rest to the AGH service (`agh_events`).
 fn spawn_routers(
     services: &faces::state::AppState,
-    mcp: &mpsc::Sender<bridge::mcp::Input>,
+    (mcp, a2a): (
+        &mpsc::Sender<bridge::mcp::Input>,
+        &mpsc::Sender<bridge::a2a::Input>,
+    ),
     agh_events: mpsc::Sender<mesh::Event>,
     calls: mpsc::Receiver<call::Call>,
     events: mpsc::Receiver<mesh::Event>,
@@ -247,6 +279,7 @@ fn spawn_routers(
         improving::call_route(&services.improving),
         payments::call_route(&services.payments),
         bridge::mcp::call_route(mcp),
+        bridge::a2a::call_route(a2a),
     ];
     let rest = hyperspace::call_route(&services.hyperspace);
     tokio::spawn(routes::CallRouter::new(call_routes, rest).run(calls));
@@ -254,6 +287,7 @@ fn spawn_routers(
     event_routes.extend(memory::event_routes(&services.memory));
     event_routes.extend(improving::event_routes(&services.improving));
     event_routes.extend(payments::event_routes(&services.payments));
+    event_routes.extend(bridge::a2a::event_routes(a2a));
     let rest = routes::Sink::new(agh_events, routes::Delivery::Wait, Some);
     tokio::spawn(routes::EventRouter::new(event_routes, rest).run(events));
 }

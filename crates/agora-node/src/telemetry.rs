@@ -446,7 +446,7 @@ impl Default for Telemetry {
 /// The JSON-RPC methods the node serves, as fixed label values: every primitive's `METHODS`
 /// (the constants its service dispatches on), and the `selfImproving.*` aliases. Any other
 /// method is counted as `other`.
-pub const RPC_METHOD_SETS: [&[&str]; 9] = [
+pub const RPC_METHOD_SETS: [&[&str]; 10] = [
     &agora_hyperspace::state::METHODS,
     &agora_hyperspace::guard::METHODS,
     &agora_hyperspace::recursive::METHODS,
@@ -456,6 +456,7 @@ pub const RPC_METHOD_SETS: [&[&str]; 9] = [
     &agora_hyperspace::improving::METHODS,
     &agora_hyperspace::improving::ALIASES,
     &agora_hyperspace::payments::METHODS,
+    &agora_bridge::a2a::METHODS,
 ];
 
 /// The label of `method`: its own name when the node serves it, else `other`.

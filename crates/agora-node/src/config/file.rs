@@ -8,12 +8,13 @@ use super::{Config, ConfigError, ConfigPatch, de};
 
 impl Config {
     /// Applies the contents of a TOML file: a layer whose relative paths (`[agtp]`,
-    /// `[agh.nats]`) are taken from the file's directory.
+    /// `[agh.nats]`, `[bridge] a2a_keys`) are taken from the file's directory.
     pub fn apply_file(&mut self, text: &str, path: &Path) -> Result<(), ConfigError> {
         let mut layer: ConfigPatch = de::parse(text, path)?;
         let base = path.parent().unwrap_or_else(|| Path::new(""));
         layer.agtp.rebase(base);
         layer.agh.nats.rebase(base);
+        layer.bridge.rebase(base);
         self.apply(layer)
     }
 }

@@ -12,6 +12,7 @@
 //! | [`serving`] | binding the listeners, serving every face until the node stops |
 //! | [`state`] | what the axum faces share: the services' senders |
 
+pub mod a2a;
 pub mod agh_ws;
 pub mod agtp;
 pub mod http;

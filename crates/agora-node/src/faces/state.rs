@@ -43,6 +43,8 @@ pub struct AppState {
     pub data_dir: Arc<str>,
     /// The dashboard's last snapshot, shared by every open dashboard.
     pub snapshot: crate::faces::http::dashboard::cache::Cache,
+    /// The node as an A2A agent (its card key, its tasks).
+    pub a2a: crate::faces::a2a::agent::A2aFace,
 }
 
 impl AppState {

@@ -65,9 +65,11 @@ impl GossipValidator for GossipGate {
             }
             // Memory sync: forwarded at once, and the memory service applies a copy; so are
             // reputation views (the improving service keeps those it follows) and settlement
-            // records (the payments service keeps those whose payer signature holds).
+            // records (the payments service keeps those whose payer signature holds), and A2A
+            // Agent Cards (the A2A bridge keeps them, `crate::bridge::a2a`).
             Ok(())
                 if topic == SYNC_TOPIC
+                    || topic == agora_bridge::a2a::CARDS_TOPIC
                     || topic.starts_with(REPUTATION_PREFIX)
                     || topic.starts_with(SETTLEMENTS_PREFIX) =>
             {
@@ -118,6 +120,12 @@ mod tests {
         let sync = SYNC_TOPIC;
         assert_eq!(
             gate.validate(sync, envelope(sync, now_ms()).as_bytes()),
+            Verdict::Accept
+        );
+        // A2A cards: accepted inline, and a copy goes to the A2A bridge.
+        let cards = agora_bridge::a2a::CARDS_TOPIC;
+        assert_eq!(
+            gate.validate(cards, envelope(cards, now_ms()).as_bytes()),
             Verdict::Accept
         );
         assert_eq!(gate.validate(tasks, b"\xff"), Verdict::Reject);

@@ -281,7 +281,21 @@ pub struct Restored {
 /// provider to register it again).
 const ORPHAN_TTL_MS: u64 = 24 * 60 * 60 * 1000;
 
-fn random_hex(bytes: usize) -> String {
+/// A random UUID (version 4): A2A message, task and artifact ids.
+pub(crate) fn uuid() -> String {
+    let h = random_hex(16);
+    format!(
+        "{}-{}-4{}-a{}-{}",
+        &h[0..8],
+        &h[8..12],
+        &h[13..16],
+        &h[17..20],
+        &h[20..32]
+    )
+}
+
+/// `bytes` random bytes as lowercase hex (nonces, ids).
+pub(crate) fn random_hex(bytes: usize) -> String {
     let mut b = vec![0u8; bytes];
     if getrandom::fill(&mut b).is_err() {
         // No system randomness: derive from the clock (ids stay unique on this node).

@@ -1138,7 +1138,7 @@ fn handle_swarm_event(
             }
             // What neighbours subscribe to feeds the topic budget (their own card topics, topics
             // relayed for peers that are not Agora nodes, rendezvous); the services hear of new
-            // subscribers to the AGH channels and capability topics this node is in.
+            // subscribers to the AGH channels, capability topics and A2A cards topic this node is in.
             gossipsub::Event::Subscribed { peer_id, topic } => {
                 let now = std::time::Instant::now();
                 pending.topics.peer_subscribed(peer_id, topic.as_str(), now);
@@ -1146,7 +1146,8 @@ fn handle_swarm_event(
                 let t = topic.as_str();
                 if pending.topics.is_joined(t)
                     && (t.starts_with(topics::AGH_PREFIX)
-                        || t.starts_with(agora_hyperspace::announce::CAPABILITIES_PREFIX))
+                        || t.starts_with(agora_hyperspace::announce::CAPABILITIES_PREFIX)
+                        || t == agora_bridge::a2a::CARDS_TOPIC)
                 {
                     queue.push_back(Event::Subscribed(topic.into_string()));
                 }

@@ -27,12 +27,16 @@ fn routers(capacity: usize) -> (CallRouter, EventRouter, Queues) {
     let (imp_tx, improving) = mpsc::channel(capacity);
     let (pay_tx, payments) = mpsc::channel(capacity);
     let (agh_tx, agh) = mpsc::channel(capacity);
+    // The A2A bridge's queue: dropped when this returns (its routes drop when full, and no
+    // test here routes a bridge call).
+    let (a2a_tx, _a2a) = mpsc::channel(capacity);
     let calls = CallRouter::new(
         vec![
             memory::call_route(&mem_tx),
             learning::call_route(&learn_tx),
             improving::call_route(&imp_tx),
             payments::call_route(&pay_tx),
+            crate::bridge::a2a::call_route(&a2a_tx),
         ],
         hyperspace::call_route(&hs_tx),
     );
@@ -40,6 +44,7 @@ fn routers(capacity: usize) -> (CallRouter, EventRouter, Queues) {
     routes.extend(memory::event_routes(&mem_tx));
     routes.extend(improving::event_routes(&imp_tx));
     routes.extend(payments::event_routes(&pay_tx));
+    routes.extend(crate::bridge::a2a::event_routes(&a2a_tx));
     let events = EventRouter::new(routes, Sink::new(agh_tx, Delivery::Wait, Some));
     let queues = Queues {
         hs,

@@ -62,6 +62,8 @@ const HS_PAY_SETTLEMENTS: TableDefinition<'_, &str, &str> =
     TableDefinition::new("hs_pay_settlements");
 /// MCP servers bridged over JSON-RPC (`bridge.registerMCPServer`), by server name: their specs.
 const BRIDGE_MCP: TableDefinition<'_, &str, &str> = TableDefinition::new("bridge_mcp");
+/// The A2A face's tasks (`faces::a2a`): task id → the A2A `Task` JSON with its expiry.
+const A2A_TASKS: TableDefinition<'_, &str, &str> = TableDefinition::new("a2a_tasks");
 
 /// The tables holding text rows.
 #[derive(Clone, Copy, Debug)]
@@ -84,6 +86,7 @@ enum Table {
     HsPayChannels,
     HsPaySettlements,
     BridgeMcp,
+    A2aTasks,
 }
 
 /// The payment tables, for [`Store::put_payments`] and [`Store::pay_rows`].
@@ -133,6 +136,7 @@ impl Table {
         Self::HsPayChannels,
         Self::HsPaySettlements,
         Self::BridgeMcp,
+        Self::A2aTasks,
     ];
 
     fn def(self) -> TableDefinition<'static, &'static str, &'static str> {
@@ -155,6 +159,7 @@ impl Table {
             Self::HsPayChannels => HS_PAY_CHANNELS,
             Self::HsPaySettlements => HS_PAY_SETTLEMENTS,
             Self::BridgeMcp => BRIDGE_MCP,
+            Self::A2aTasks => A2A_TASKS,
         }
     }
 }
@@ -395,6 +400,21 @@ impl Store {
             key: key.to_owned(),
         })
         .await
+    }
+
+    /// Stores an A2A task (JSON); returns once it is durable.
+    pub async fn put_a2a_task(&self, task_id: &str, json: &str) -> Result<(), StoreError> {
+        self.put(Table::A2aTasks, task_id, json).await
+    }
+
+    /// Deletes an A2A task; returns once it is durable.
+    pub async fn delete_a2a_task(&self, task_id: &str) -> Result<(), StoreError> {
+        self.delete(Table::A2aTasks, task_id).await
+    }
+
+    /// Every stored A2A task, by id (a blocking read).
+    pub fn a2a_tasks(&self) -> Result<Vec<(String, String)>, StoreError> {
+        self.read_all(A2A_TASKS)
     }
 
     /// Stores a Hyperspace tool; returns once it is durable.
@@ -749,7 +769,7 @@ fn migrate(db: &Database, path: &Path) -> Result<(), StoreError> {
             // tools and card records tables, 4 → 5 the ANS agents
             // and audit tables, 5 → 6 the memories table, 6 → 7 the playbook and bullet tables,
             // 7 → 8 the trajectory and reputation tables, 8 → 9 the payment tables, 9 → 10 the
-            // bridged MCP servers table.
+            // bridged MCP servers and A2A tasks tables.
             found => {
                 let from = found.unwrap_or(0);
                 if from < 1 {
@@ -793,6 +813,7 @@ fn migrate(db: &Database, path: &Path) -> Result<(), StoreError> {
                 }
                 if from < 10 {
                     txn.open_table(BRIDGE_MCP).map_err(|e| err(&e))?;
+                    txn.open_table(A2A_TASKS).map_err(|e| err(&e))?;
                 }
                 meta.insert("schema_version", SCHEMA_VERSION)
                     .map_err(|e| err(&e))?;

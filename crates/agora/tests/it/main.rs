@@ -24,6 +24,7 @@ mod agtp_ans;
 mod agtp_cli;
 mod agtp_reference;
 mod bridge_mcp;
+mod bridge_a2a;
 mod cli;
 mod cli_call;
 mod client;

@@ -12,6 +12,8 @@
 //! - the dashboard ([`dashboard`]) and `GET /metrics` ([`metrics`]).
 //! - `/mcp`, the node as an MCP server ([`crate::faces::mcp`]), merged into this face's router
 //!   by [`crate::faces::serving`].
+//! - the node as an A2A agent ([`crate::faces::a2a`]): `GET /.well-known/agent-card.json`,
+//!   `GET /.well-known/agent-card-key.json` (public), `POST /a2a`.
 //!
 //! Connection limits, timeouts and the Host, Origin and API key checks happen before these
 //! handlers, in [`crate::faces::serve`].
@@ -47,6 +49,8 @@ pub const READ_ONLY_PATHS: &[&str] = &[
     "/",
     "/dashboard/app.js",
     "/dashboard/style.css",
+    crate::faces::a2a::CARD_PATH,
+    crate::faces::a2a::KEY_PATH,
 ];
 
 /// Paths that answer without the API key in every case: the dashboard's static page, script
@@ -70,6 +74,7 @@ pub fn http_face(state: AppState) -> Router {
         )
         .route("/metrics", get(metrics::metrics))
         .merge(dashboard::routes())
+        .merge(crate::faces::a2a::routes())
         .layer(DefaultBodyLimit::max(MAX_BODY))
         .with_state(state)
 }

@@ -633,29 +633,9 @@ pub(crate) fn spawn_openai_server() -> Option<Server> {
     if !external("python3", on_path("python3"), "apt-get install python3") {
         return None;
     }
-    let script = concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../../tests/fixtures/openai_server.py"
-    );
-    let mut child = Command::new("python3")
-        .arg(script)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .spawn()
-        .expect("python3 runs");
-    let mut first = String::new();
-    BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut first)
-        .unwrap();
-    let port: u16 = first
-        .trim()
-        .strip_prefix("listening ")
-        .and_then(|p| p.parse().ok())
-        .unwrap_or_else(|| panic!("the fixture said {first:?}"));
-    Some(Server {
-        child,
-        url: format!("http://127.0.0.1:{port}/v1"),
-    })
+    let mut server = spawn_python_fixture("python3", "openai_server.py", &[]);
+    server.url.push_str("/v1");
+    Some(server)
 }
 
 /// Resident memory of process `pid` in bytes (`VmRSS` of `/proc/<pid>/status`), or `None` when
@@ -776,4 +756,45 @@ pub(crate) fn bridge_python() -> Option<String> {
         "python3 -m venv v && v/bin/pip install -r tests/interop/requirements.txt, then AGORA_BRIDGE_PYTHON=v/bin/python",
     )
     .then_some(candidate)
+}
+
+/// Starts `python tests/fixtures/<script> <args…>`, which prints `listening <port>` once it
+/// serves on 127.0.0.1; the server's URL is `http://127.0.0.1:<port>`.
+#[allow(clippy::zombie_processes)]
+pub(crate) fn spawn_python_fixture(python: &str, script: &str, args: &[&str]) -> Server {
+    let path = format!(
+        "{}/../../tests/fixtures/{script}",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    let mut child = Command::new(python)
+        .arg(path)
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("the fixture's python runs");
+    let mut first = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut first)
+        .unwrap();
+    let port: u16 = first
+        .trim()
+        .strip_prefix("listening ")
+        .and_then(|p| p.parse().ok())
+        .unwrap_or_else(|| panic!("the fixture {script} said {first:?}"));
+    Server {
+        child,
+        url: format!("http://127.0.0.1:{port}"),
+    }
+}
+
+/// An ES256 key for signing A2A Agent Cards: writes its private JWK to `<dir>/<kid>.key.json`
+/// and its public JWK to `<dir>/<kid>.pub.json`.
+pub(crate) fn a2a_card_key(dir: &Path, kid: &str) -> agora_agtp::signature::AnsSigningKey {
+    let key = agora_node::ans::generate_key(Some(kid)).unwrap();
+    let public = key.verifying_key().to_jwk();
+    let private = agora_node::ans::private_jwk(&key);
+    std::fs::write(dir.join(format!("{kid}.key.json")), private.to_string()).unwrap();
+    std::fs::write(dir.join(format!("{kid}.pub.json")), public.to_string()).unwrap();
+    key
 }
