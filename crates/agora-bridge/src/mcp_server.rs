@@ -565,7 +565,7 @@ mod tests {
             wrapped: false,
         };
         let image = json!({"type": "image", "data": "iVBO", "mimeType": "image/png"});
-        let answer = json!({"result": {"result": null, "content": [image.clone()]}});
+        let answer = json!({"result": {"result": null, "content": [image]}});
         let out = tool_output(&mesh, answer);
         assert_eq!(out.blocks, Some(vec![image]));
         assert_eq!((out.structured, out.is_error), (None, false));

@@ -117,7 +117,7 @@ impl PayTable {
 }
 
 impl Table {
-    const ALL: [Self; 18] = [
+    const ALL: [Self; 19] = [
         Self::Catalogs,
         Self::Interactions,
         Self::HsSessions,
