@@ -35,7 +35,7 @@ pub const VERSION: &str = "1.0";
 pub const META_PREFIX: &str = "org.agora";
 
 /// `message.metadata` key naming the skill a message is for (A2A has no field for it).
-pub const SKILL_ID_KEY: &str = "org.agora/skillId";
+pub const SKILL_ID_KEY: &str = "org.agora-mesh/skillId";
 
 /// `bridge.announceA2AAgent({url} | {agentCard}, name?, tags?, price?)`.
 pub const ANNOUNCE: &str = "bridge.announceA2AAgent";
@@ -135,6 +135,11 @@ pub fn name_from_card(card_name: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_skill_key_is_under_the_vendor_prefix() {
+        assert!(SKILL_ID_KEY.starts_with(crate::VENDOR_PREFIX));
+    }
 
     #[test]
     fn specs_and_names() {

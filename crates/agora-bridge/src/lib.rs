@@ -18,6 +18,10 @@ pub mod a2a;
 pub mod mcp;
 pub mod mcp_server;
 
+/// The vendor prefix of every key Agora adds to another protocol's open maps (MCP `_meta`, A2A
+/// `metadata`): reverse DNS, so it cannot collide with the protocols' reserved prefixes.
+pub const VENDOR_PREFIX: &str = "org.agora-mesh/";
+
 /// A bridged server's or agent's name on this node: 1..=[`MAX_NAME_BYTES`] bytes of
 /// `[A-Za-z0-9_-]`, since it prefixes tool names (`<name>.<tool>`) and owner ids.
 pub const MAX_NAME_BYTES: usize = 64;

@@ -29,7 +29,7 @@ use serde_json::{Map, Value, json};
 
 /// The vendor prefix of the `_meta` keys this server sets (reverse DNS, not one of MCP's
 /// reserved `modelcontextprotocol`/`mcp` second labels).
-pub const META_PREFIX: &str = "org.agora-mesh/";
+pub const META_PREFIX: &str = crate::VENDOR_PREFIX;
 /// Longest MCP tool name (MCP `server/tools`: 1–128 characters).
 pub const MAX_NAME: usize = 128;
 

@@ -45,7 +45,7 @@ fn send_message(text: &str, skill: Option<&str>) -> Value {
         json!({"messageId": format!("m-{text}"), "role": "ROLE_USER", "parts": [{"text": text}]});
     if let Some(s) = skill {
         message["parts"] = json!([{"data": {"text": text}}]);
-        message["metadata"] = json!({"org.agora/skillId": s});
+        message["metadata"] = json!({"org.agora-mesh/skillId": s});
     }
     json!({"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": {"message": message}})
 }

@@ -2,7 +2,7 @@
 //! from the mesh tools it can invoke, how a message names a skill and carries its arguments,
 //! and a `tool.invoke` outcome as an A2A task.
 //!
-//! Naming a skill (A2A has no field for it): `message.metadata["org.agora/skillId"]` (or the
+//! Naming a skill (A2A has no field for it): `message.metadata["org.agora-mesh/skillId"]` (or the
 //! request's `metadata`) is the tool id; the first `data` part is the arguments; without one, a
 //! single `text` part goes into the tool's single required string property (or is the input as
 //! it is when the tool's schema takes a string). Anything else is −32602.

@@ -4,7 +4,7 @@
 //!
 //! Input (the fixed message schema of [`super::card::message_schema`]): `{text?, data?,
 //! contextId?, taskId?}`, or a bare string as `text`. The message goes with `role: ROLE_USER`,
-//! a text part and/or a data part, and the skill's id in `metadata["org.agora/skillId"]`.
+//! a text part and/or a data part, and the skill's id in `metadata["org.agora-mesh/skillId"]`.
 //!
 //! Result: `{state, taskId?, contextId?, parts[], artifacts[]}`; `state` is the task's
 //! `TASK_STATE_…`, or `MESSAGE` when the agent answered with a message instead of a task;
