@@ -1,7 +1,9 @@
 //! The node as an MCP server (`/mcp`, both eras) and `agora mcp`, against independent MCP
 //! clients: the Python SDK (`mcp` 2.3.0, auto → 2026-07-28), the TypeScript SDK
-//! (`@modelcontextprotocol/sdk` 1.32.2, 2025-11-25) and the MCP conformance suite
-//! (`@modelcontextprotocol/conformance` 0.1.16, with `tests/interop/mcp-server-expected-failures.yml`).
+//! (`@modelcontextprotocol/sdk` 1.32.2, 2025-11-25) and the MCP conformance suite in both eras
+//! (`@modelcontextprotocol/conformance` 0.1.16 for 2025-11-25, with
+//! `tests/interop/mcp-server-expected-failures.yml`; 0.2.0-alpha.12, installed as
+//! `mcp-conformance-2026-07-28`, for 2026-07-28, with `mcp-server-expected-failures-2026-07-28.yml`).
 //! The tool called is hosted on another node: node B's provider registers it, node A serves it.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -351,8 +353,8 @@ async fn mcp_clients_of_both_eras_list_and_call_a_tool_of_another_node() {
     eprintln!("mcp_face clients: {:?}", started.elapsed());
 }
 
-/// The conformance suite's server scenarios (2025-06-18 and 2025-11-25, the eras it has) against
-/// a node's `/mcp`, with the committed baseline; and the API key on `/mcp` and `agora mcp` when
+/// The conformance suite's server scenarios of both eras (0.1.16: 2025-06-18 and 2025-11-25;
+/// 0.2.0-alpha.12: 2026-07-28) against a node's `/mcp`, with the committed baselines; and the API key on `/mcp` and `agora mcp` when
 /// the node has one.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_mcp_conformance_suite_passes_with_its_baseline() {
@@ -366,32 +368,41 @@ async fn the_mcp_conformance_suite_passes_with_its_baseline() {
     // A tool in the mesh: discovery answers at once (an empty one waits for the DHT and gossip).
     let _tool = provide(&node, "echo-text", None).await;
 
-    let out = tempfile::tempdir().unwrap();
-    // The suite runs in the background while the keyed node is checked.
-    let suite = tokio::task::spawn_blocking({
+    // Both suites run in the background while the keyed node is checked: 0.1.16's 2025-11-25
+    // scenarios (cumulative: 2025-06-18 too), and 0.2.0-alpha.12's for 2026-07-28 (0.1.16 has
+    // none), each with its committed baseline.
+    let run_suite = |package: &str, era: &[&str], baseline: &str| {
         let url = format!("{}/mcp", node.http);
-        let out = out.path().to_owned();
-        move || {
+        let bundle = format!("node_modules/{package}/dist/index.js");
+        let mut args = vec![
+            "--import".to_owned(),
+            fixture("mcp_conformance_node20.mjs"),
+            bundle,
+            "server".into(),
+            "--url".into(),
+            url,
+            "--expected-failures".into(),
+            baseline.to_owned(),
+        ];
+        args.extend(era.iter().map(|a| (*a).to_owned()));
+        tokio::task::spawn_blocking(move || {
             Command::new("node")
                 .current_dir(interop_dir())
-                .args([
-                    "--import",
-                    &fixture("mcp_conformance_node20.mjs"),
-                    "node_modules/@modelcontextprotocol/conformance/dist/index.js",
-                    "server",
-                    "--url",
-                    &url,
-                    "--spec-version",
-                    "2025-11-25",
-                    "--expected-failures",
-                    "mcp-server-expected-failures.yml",
-                    "-o",
-                ])
-                .arg(out)
+                .args(args)
                 .output()
                 .unwrap()
-        }
-    });
+        })
+    };
+    let legacy = run_suite(
+        "@modelcontextprotocol/conformance",
+        &["--spec-version", "2025-11-25"],
+        "mcp-server-expected-failures.yml",
+    );
+    let modern = run_suite(
+        "mcp-conformance-2026-07-28",
+        &["--requirements", "2026-07-28"],
+        "mcp-server-expected-failures-2026-07-28.yml",
+    );
     let keyed_url = format!("{}/mcp", keyed.http);
     let (without, with) = tokio::task::spawn_blocking(move || {
         let h = [
@@ -424,14 +435,20 @@ async fn the_mcp_conformance_suite_passes_with_its_baseline() {
         assert!(named(&stdio.list().await, "agora.tools.search").is_some());
     }
 
-    let output = suite.await.unwrap();
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    assert!(
-        output.status.success(),
-        "conformance: {stdout}\n{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    assert!(stdout.contains("✓ tools-list"), "{stdout}");
-    assert!(stdout.contains("✓ server-initialize"), "{stdout}");
+    for (suite, passes) in [
+        (legacy, &["✓ tools-list", "✓ server-initialize"][..]),
+        (modern, &["✓ tools-list", "✓ http-header-validation"][..]),
+    ] {
+        let output = suite.await.unwrap();
+        let stdout = String::from_utf8_lossy(&output.stdout);
+        assert!(
+            output.status.success(),
+            "conformance: {stdout}\n{}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        for pass in passes {
+            assert!(stdout.contains(pass), "{pass}: {stdout}");
+        }
+    }
     eprintln!("mcp_face conformance: {:?}", started.elapsed());
 }
