@@ -59,6 +59,29 @@ pub mod codes {
     pub const VERSION_NOT_SUPPORTED: i32 = -32009;
 }
 
+/// The node's own skill, on every card (so a node that serves no tool yet still has one, since
+/// A2A requires `skills` and a card with an empty list cannot be signed so that both SDKs verify
+/// it): search the mesh for tools (`tool.discover`), by the text of the message.
+pub const SEARCH_SKILL: &str = "agora.tools.search";
+
+/// [`SEARCH_SKILL`] as a tool record, the way `tool.discover` lists tools (the card is built from
+/// such records).
+#[must_use]
+pub fn search_skill_record() -> Value {
+    json!({
+        "id": SEARCH_SKILL,
+        "name": SEARCH_SKILL,
+        "description": "Search the mesh for tools: send the words to look for as one text part \
+                        (tool.discover's query; the result lists the matching tools, ranked).",
+        "capabilities": ["search", "tools"],
+        "schema": {"input": {
+            "type": "object",
+            "required": ["query"],
+            "properties": {"query": {"type": "string"}},
+        }},
+    })
+}
+
 /// An A2A error object `{code, message}`.
 #[must_use]
 pub fn a2a_error(code: i32, message: &str) -> RpcError {
@@ -233,6 +256,19 @@ pub fn outcome_state(
 ) -> (&'static str, Option<Value>, Option<Value>) {
     match outcome {
         Ok(result) => {
+            // A bridged MCP tool that ran and failed (`{result, content, isError: true}`).
+            if let Some(failed) = result
+                .get("result")
+                .filter(|r| r.get("isError") == Some(&Value::Bool(true)))
+            {
+                let why = match failed.get("result") {
+                    Some(Value::String(s)) => s.clone(),
+                    Some(v) => v.to_string(),
+                    None => String::new(),
+                };
+                let text = format!("the tool failed: {why}");
+                return ("TASK_STATE_FAILED", Some(json!([{"text": text}])), None);
+            }
             let part = match result.get("result") {
                 Some(Value::String(s)) => json!({"text": s}),
                 Some(v) => json!({"data": v, "mediaType": "application/json"}),
@@ -307,5 +343,30 @@ mod tests {
             outcome_state(&Err(RpcError::peer_unavailable())).0,
             "TASK_STATE_FAILED"
         );
+        let failed =
+            Ok(json!({"result": {"result": "no such file", "content": [], "isError": true}}));
+        let (state, message, artifacts) = outcome_state(&failed);
+        assert_eq!((state, artifacts), ("TASK_STATE_FAILED", None));
+        assert_eq!(message.unwrap()[0]["text"], "the tool failed: no such file");
+    }
+
+    #[test]
+    fn an_empty_mesh_still_makes_a_card_with_a_skill() {
+        let card = node_card(
+            "n",
+            "0.1.0",
+            "http://127.0.0.1:1/a2a",
+            &[search_skill_record()],
+        );
+        assert_eq!(card["skills"][0]["id"], SEARCH_SKILL);
+        assert_eq!(
+            arguments(
+                &json!({"parts": [{"text": "web"}]}),
+                search_skill_record().get("schema")
+            )
+            .unwrap(),
+            json!({"query": "web"})
+        );
+        assert!(crate::a2a::card::check_card(&card).is_ok());
     }
 }

@@ -260,6 +260,26 @@ async fn a2a_clients_drive_the_node(
         assert_eq!(seen["again"], "JsonRpcTaskNotCancelableError");
     }
 
+    // The node's own skill, with the version as a query parameter: a search of the mesh's tools.
+    let search = json!({"jsonrpc": "2.0", "id": 2, "method": "SendMessage", "params": {"message": {
+        "messageId": "m-search", "role": "ROLE_USER", "parts": [{"text": "echo"}],
+        "metadata": {"org.agora-mesh/skillId": "agora.tools.search"}}}});
+    let r = support::http_json(
+        "POST",
+        http,
+        "/a2a?A2A-Version=1.0",
+        Some(&search.to_string()),
+    )
+    .await;
+    let task = &r["result"]["task"];
+    assert_eq!(task["status"]["state"], "TASK_STATE_COMPLETED", "{r}");
+    let found = &task["artifacts"][0]["parts"][0]["data"]["tools"];
+    assert!(
+        found
+            .as_array()
+            .is_some_and(|t| t.iter().any(|t| t["id"] == echo)),
+        "{r}"
+    );
     // No A2A-Version header means 0.3, which the node does not speak.
     let body =
         json!({"jsonrpc": "2.0", "id": 1, "method": "GetTask", "params": {"id": "x"}}).to_string();

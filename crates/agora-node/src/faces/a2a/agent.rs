@@ -201,7 +201,8 @@ impl A2aFace {
             .call("tool.discover", json!({"query": ""}))
             .await
             .ok()?;
-        let tools: Vec<Value> = found["tools"].as_array().cloned().unwrap_or_default();
+        let mut tools = vec![serve::search_skill_record()];
+        tools.extend(found["tools"].as_array().cloned().unwrap_or_default());
         let unsigned = serve::node_card(
             &self.0.name,
             env!("CARGO_PKG_VERSION"),
@@ -354,12 +355,13 @@ impl A2aFace {
         let running = tokio::spawn({
             let mut task = task.clone();
             async move {
-                let outcome = face
-                    .call(
-                        "tool.invoke",
-                        json!({"toolId": tool_id, "params": arguments}),
-                    )
-                    .await;
+                let outcome = if tool_id == serve::SEARCH_SKILL {
+                    (face.call("tool.discover", arguments).await)
+                        .map(|found| json!({ "result": found }))
+                } else {
+                    let params = json!({"toolId": tool_id, "params": arguments});
+                    face.call("tool.invoke", params).await
+                };
                 let (state, message, artifact_parts) = serve::outcome_state(&outcome);
                 if let Some(parts) = artifact_parts {
                     task["artifacts"] =

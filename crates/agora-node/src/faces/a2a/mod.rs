@@ -11,8 +11,8 @@
 //!   the task first, then its artifact and final status; closed at the terminal state),
 //!   `GetTask`, `ListTasks`, `CancelTask` (aborts the in-flight `tool.invoke` → CANCELED, or
 //!   −32002 TaskNotCancelable). Push-notification methods → −32003, `SubscribeToTask` → −32004,
-//!   `GetExtendedAgentCard` → −32007; a request without `A2A-Version: 1.0` (a missing header means
-//!   0.3, A2A §3.6) → −32009.
+//!   `GetExtendedAgentCard` → −32007; a request without `A2A-Version: 1.0` (a header, or a query
+//!   parameter of that name; a missing one means 0.3, A2A §3.6) → −32009.
 //!
 //! A message becomes a `tool.invoke` as [`agora_bridge::a2a::serve`] says; its outcome becomes the
 //! task's state there too (Hyperspace codes are translated, never passed on). Tasks are kept in
@@ -75,6 +75,7 @@ fn answer(id: &Value, outcome: Result<Value, RpcError>) -> Response {
 async fn rpc(
     State(state): State<AppState>,
     headers: HeaderMap,
+    axum::extract::RawQuery(query): axum::extract::RawQuery,
     body: axum::body::Bytes,
 ) -> Response {
     let Ok(request) = serde_json::from_slice::<Value>(&body) else {
@@ -84,10 +85,18 @@ async fn rpc(
     let Some(method) = request.get("method").and_then(Value::as_str) else {
         return answer(&id, Err(RpcError::invalid_request()));
     };
+    // The version as a header, else as a query parameter (A2A 1.0 §3.6 allows either).
+    let from_query = query.as_deref().and_then(|q| {
+        form_urlencoded::parse(q.as_bytes())
+            .find(|(k, _)| k.eq_ignore_ascii_case(VERSION_HEADER))
+            .map(|(_, v)| v.into_owned())
+    });
     let version = headers
         .get(VERSION_HEADER)
         .and_then(|v| v.to_str().ok())
-        .unwrap_or("0.3");
+        .map(str::to_owned)
+        .or(from_query)
+        .unwrap_or_else(|| "0.3".to_owned());
     if !(version == VERSION || version == "1") {
         return answer(
             &id,
