@@ -5,6 +5,7 @@
 //! `tests/interop/mcp-server-expected-failures.yml`; 0.2.0-alpha.12, installed as
 //! `mcp-conformance-2026-07-28`, for 2026-07-28, with `mcp-server-expected-failures-2026-07-28.yml`).
 //! The tool called is hosted on another node: node B's provider registers it, node A serves it.
+//! Both SDKs' clients reach it through `/mcp` (HTTP) and through `agora mcp` (stdio).
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -307,12 +308,30 @@ async fn mcp_clients_of_both_eras_list_and_call_a_tool_of_another_node() {
         .await;
     assert_eq!(r["structuredContent"], json!({"echo": "stdio"}), "{r}");
 
+    // `agora mcp` over stdio, driven by the TypeScript client (a legacy session on stdio).
+    let agora = env!("CARGO_BIN_EXE_agora");
+    let ts_stdio_args = [
+        fixture("mcp_client.mjs"),
+        "--stdio".into(),
+        agora.into(),
+        "mcp".into(),
+        "--node".into(),
+        a.http.clone(),
+    ];
+    let ts_stdio_args: Vec<&str> = ts_stdio_args.iter().map(String::as_str).collect();
+    let mut ts_stdio = Driven::start("node", &ts_stdio_args);
+    assert_eq!(ts_stdio.next("the era").await["era"], "2025-11-25");
+    let r = ts_stdio
+        .ask(json!({"op": "call", "name": "echo-text", "arguments": {"message": "ts-stdio"}}))
+        .await;
+    assert_eq!(r["structuredContent"], json!({"echo": "ts-stdio"}), "{r}");
+
     // list_changed: a new tool on B reaches every client.
-    for client in [&mut py, &mut ts, &mut stdio] {
+    for client in [&mut py, &mut ts, &mut stdio, &mut ts_stdio] {
         assert_eq!(client.ask(json!({"op": "listen"})).await["listening"], true);
     }
     let _second = provide(&b, "second-tool", None).await;
-    for client in [&mut py, &mut ts, &mut stdio] {
+    for client in [&mut py, &mut ts, &mut stdio, &mut ts_stdio] {
         assert_eq!(client.next("tools/list_changed").await["changed"], true);
         assert!(named(&client.list().await, "second-tool").is_some());
     }
