@@ -598,11 +598,12 @@ async fn channel_pay(a: &Node, payee: &str, label: &str) {
         &mut ws,
         1,
         "micropayments.channel.open",
-        json!({"payee": payee, "budget": "1000000000000", "currency": "USDC"}),
+        json!({"payee": payee, "budgetAtomic": "1000000000000", "currency": "USDC"}),
     )
     .await;
     let ch = opened["result"]["channelId"].as_str().unwrap().to_owned();
-    let pay = |id: u64| json!({"channelId": ch, "amount": 3000, "memo": format!("call {id}")});
+    let pay =
+        |id: u64| json!({"channelId": ch, "amountAtomic": 3000, "memo": format!("call {id}")});
     for i in 0..WARM_UP {
         support::rpc_call(&mut ws, 10 + i, "micropayments.channel.pay", pay(i)).await;
     }
@@ -635,7 +636,7 @@ async fn channel_pay(a: &Node, payee: &str, label: &str) {
                     &mut ws,
                     i + 1,
                     "micropayments.channel.pay",
-                    json!({"channelId": ch, "amount": 3000, "memo": format!("client {c}")}),
+                    json!({"channelId": ch, "amountAtomic": 3000, "memo": format!("client {c}")}),
                 )
                 .await;
                 assert!(r["result"]["nonce"].is_u64(), "{r}");

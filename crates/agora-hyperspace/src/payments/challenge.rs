@@ -146,18 +146,27 @@ impl Challenge {
                 "extra": { "challengeId": self.challenge_id },
             }));
         }
-        json!({
+        let mut v = json!({
             "x402Version": 2,
             "challengeId": self.challenge_id,
             "error": "payment required",
             "resource": { "url": self.resource },
             "pricePoints": self.price_points.map(super::amount_json),
-            "priceUsdc": self.price_usdc.map(super::amount_json),
             "payTo": { "address": self.pay_to_address, "peerId": self.pay_to_peer },
             "nonce": self.nonce,
             "expiresAt": self.expires_at,
             "accepts": accepts,
-        })
+        });
+        // `priceUsdc` in USDC as the caller gave it (`0.003`), and `priceUsdcAtomic`.
+        if let Some(m) = v.as_object_mut() {
+            match self.price_usdc {
+                Some(p) => super::decimal::put(m, "priceUsdc", p, super::assets::USDC_DECIMALS),
+                None => {
+                    m.insert("priceUsdc".into(), Value::Null);
+                }
+            }
+        }
+        v
     }
 }
 
@@ -190,7 +199,8 @@ mod tests {
         assert_eq!(w["accepts"][0]["amount"], "3000");
         assert_eq!(w["accepts"][2]["scheme"], "points");
         assert_eq!(w["accepts"][2]["payTo"], "12D3KooWpeer");
-        assert_eq!(w["priceUsdc"], 3000);
+        assert_eq!(w["priceUsdc"], json!(0.003));
+        assert_eq!(w["priceUsdcAtomic"], "3000");
         assert_eq!(w["expiresAt"], 301_000);
         assert_eq!(c.usdc_assets(), default_usdc());
         // points only: no USDC entry and no chain kept

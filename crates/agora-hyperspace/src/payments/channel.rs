@@ -43,6 +43,14 @@ impl Currency {
             Self::Points => "points",
         }
     }
+
+    /// Its decimals: the places between a whole unit and an atomic one (USDC 6, points 0).
+    pub fn decimals(&self) -> u32 {
+        match self {
+            Self::Usdc { .. } => super::assets::USDC_DECIMALS,
+            Self::Points => 0,
+        }
+    }
 }
 
 /// Open or closed.
@@ -346,23 +354,28 @@ impl Channel {
         super::unhex::<32>(&self.channel_id)
     }
 
-    /// `PayChannelState` on the wire.
+    /// `PayChannelState` on the wire: `budget`, `spent` and `remaining` as decimals of the
+    /// currency, each with its `…Atomic` twin.
     pub fn to_wire(&self) -> serde_json::Value {
-        serde_json::json!({
+        let mut v = serde_json::json!({
             "channelId": self.channel_id,
             "payer": self.payer,
             "payerPeerId": self.payer_peer,
             "payee": self.payee,
             "currency": self.currency.label(),
             "chainId": match self.currency { Currency::Usdc { chain_id } => Some(chain_id), Currency::Points => None },
-            "budget": super::amount_json(self.budget),
-            "spent": super::amount_json(self.spent),
-            "remaining": super::amount_json(self.remaining()),
             "nonce": self.nonce,
             "state": match self.status { Status::Open => "open", Status::Closed => "closed" },
             "openedAt": self.opened_at,
             "closedAt": self.closed_at,
-        })
+        });
+        if let Some(m) = v.as_object_mut() {
+            let d = self.currency.decimals();
+            super::decimal::put(m, "budget", self.budget, d);
+            super::decimal::put(m, "spent", self.spent, d);
+            super::decimal::put(m, "remaining", self.remaining(), d);
+        }
+        v
     }
 }
 

@@ -11,6 +11,7 @@
 //! | module | owns |
 //! |---|---|
 //! | this one | [`Amount`]s: integers in an asset's atomic units, never floats |
+//! | [`decimal`] | the spec's decimal amounts (`budget: 5.0`) and their exact conversion to and from atomic units |
 //! | [`eip712`] | EIP-712 typed data (domains, `TransferWithAuthorization`, channel vouchers), digests, secp256k1 signing and recovery |
 //! | [`assets`] | the assets a node accepts: USDC per chain with its EIP-712 domain, and points |
 //! | [`challenge`] | `PayChallenge` (an x402 v2 `PaymentRequired` with HAP fields) |
@@ -26,6 +27,7 @@ pub mod assets;
 pub mod challenge;
 pub mod channel;
 pub mod credential;
+pub mod decimal;
 pub mod eip712;
 pub mod params;
 pub mod settlement;
@@ -66,8 +68,24 @@ pub enum AmountError {
     #[error("{0} must be an integer or a string of decimal digits")]
     Type(&'static str),
     /// Beyond [`MAX_AMOUNT`].
-    #[error("{0} is larger than {MAX_AMOUNT}")]
+    #[error("{0} is larger than {MAX_AMOUNT} atomic units")]
     TooLarge(&'static str),
+    /// A decimal amount that is not one: a sign, an exponent, other characters.
+    #[error(
+        "{0} must be a decimal amount (a JSON number or a string such as \"0.003\"; no sign, no exponent), not {1}"
+    )]
+    NotDecimal(&'static str, String),
+    /// Neither a number nor a string.
+    #[error("{0} must be a decimal amount: a JSON number or a decimal string")]
+    DecimalType(&'static str),
+    /// More decimals than the asset has.
+    #[error(
+        "{0}: {1} has more decimals than the asset's {2}, so it cannot be paid exactly (amounts are never rounded; {0}Atomic takes atomic units)"
+    )]
+    TooPrecise(&'static str, String, u32),
+    /// The decimal field and its atomic twin both given.
+    #[error("give {0} or {1}, not both")]
+    Both(&'static str, &'static str),
 }
 
 /// Reads the amount `field` from `v`: a non-negative JSON integer or a string of 1–30 decimal

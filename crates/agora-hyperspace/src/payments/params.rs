@@ -3,10 +3,11 @@
 
 use serde_json::Value;
 
-use super::assets::chain_id_of;
+use super::assets::{USDC_DECIMALS, chain_id_of};
 use super::channel::Currency;
+use super::decimal;
 use super::eip712::parse_address;
-use super::{Amount, parse_amount};
+use super::{Amount, AmountError};
 
 /// Longest `memo` of a channel payment, in characters.
 pub const MAX_MEMO: usize = 256;
@@ -26,16 +27,15 @@ fn object(p: &Value) -> Result<&serde_json::Map<String, Value>, ParamError> {
     }
 }
 
+/// The amount `field` in whole units of an asset with `decimals` decimals, or `atomic` in its
+/// atomic units ([`decimal::read`]).
 fn amount(
     m: &serde_json::Map<String, Value>,
     field: &'static str,
+    atomic: &'static str,
+    decimals: u32,
 ) -> Result<Option<Amount>, ParamError> {
-    match m.get(field) {
-        None | Some(Value::Null) => Ok(None),
-        Some(v) => parse_amount(field, v)
-            .map(Some)
-            .map_err(|e| ParamError(e.to_string())),
-    }
+    decimal::read(m, field, atomic, decimals).map_err(|e: AmountError| ParamError(e.to_string()))
 }
 
 fn string<'a>(
@@ -55,7 +55,8 @@ fn required<'a>(m: &'a serde_json::Map<String, Value>, field: &str) -> Result<&'
         .ok_or_else(|| ParamError(format!("{field} is required")))
 }
 
-/// `micropayments.challenge(pricePoints, priceUsdc, payeeAddress)`, plus `resource`.
+/// `micropayments.challenge(pricePoints, priceUsdc, payeeAddress)`, plus `resource`: `priceUsdc`
+/// in USDC (`0.003`) or `priceUsdcAtomic` in its atomic units; `pricePoints` whole points.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ChallengeParams {
     /// Price in points.
@@ -72,11 +73,11 @@ impl ChallengeParams {
     /// Reads and checks them: at least one positive price; `payeeAddress` an address.
     pub fn parse(p: &Value) -> Result<Self, ParamError> {
         let m = object(p)?;
-        let price_points = amount(m, "pricePoints")?;
-        let price_usdc = amount(m, "priceUsdc")?;
+        let price_points = amount(m, "pricePoints", "pricePointsAtomic", 0)?;
+        let price_usdc = amount(m, "priceUsdc", "priceUsdcAtomic", USDC_DECIMALS)?;
         if price_points.unwrap_or(0) == 0 && price_usdc.unwrap_or(0) == 0 {
             return Err(ParamError(
-                "pricePoints or priceUsdc (atomic units) must be a positive integer".into(),
+                "pricePoints or priceUsdc must be positive (priceUsdc in USDC, e.g. 0.003)".into(),
             ));
         }
         let payee_address = string(m, "payeeAddress")?
@@ -117,7 +118,8 @@ pub fn verify_credential(p: &Value) -> Result<&Value, ParamError> {
 pub struct OpenParams {
     /// The payee node's PeerId.
     pub payee: String,
-    /// Atomic units, positive.
+    /// Atomic units of the currency, positive (`budget` in whole units on the wire, or
+    /// `budgetAtomic`).
     pub budget: Amount,
     /// `USDC` (on `chainId` or `network`, else the node's first accepted chain) or `points`.
     pub currency: Currency,
@@ -133,9 +135,6 @@ impl OpenParams {
                 "payee {payee:?} is not an Ed25519 PeerId"
             )));
         }
-        let budget = amount(m, "budget")?.filter(|&b| b > 0).ok_or_else(|| {
-            ParamError("budget must be a positive integer in atomic units".into())
-        })?;
         let currency = match required(m, "currency")?.to_ascii_lowercase().as_str() {
             "points" => Currency::Points,
             "usdc" => {
@@ -157,6 +156,11 @@ impl OpenParams {
                 )));
             }
         };
+        let budget = amount(m, "budget", "budgetAtomic", currency.decimals())?
+            .filter(|&b| b > 0)
+            .ok_or_else(|| {
+                ParamError("budget must be a positive amount of the currency (e.g. 5.0)".into())
+            })?;
         Ok(Self {
             payee: payee.to_owned(),
             budget,
@@ -170,20 +174,51 @@ impl OpenParams {
 pub struct PayParams {
     /// The channel.
     pub channel_id: String,
-    /// Atomic units, positive.
-    pub amount: Amount,
+    /// Atomic units, positive (`amount` in whole units of the channel's currency on the wire, or
+    /// `amountAtomic`): read by [`PayParams::amount`] once the channel is known.
+    pub amount: PayAmount,
     /// Up to [`MAX_MEMO`] characters.
     pub memo: String,
 }
 
+/// A payment's amount as given: decimal whole units of the channel's currency (`amount`), known
+/// only once the channel is, or atomic units (`amountAtomic`).
+#[derive(Debug, Clone, PartialEq)]
+pub enum PayAmount {
+    /// `amount`: a JSON number or decimal string, its syntax already checked.
+    Decimal(Value),
+    /// `amountAtomic`.
+    Atomic(Amount),
+}
+
+impl Eq for PayAmount {}
+
 impl PayParams {
-    /// Reads and checks them.
+    /// Reads and checks them (the amount's precision is checked by [`PayParams::atomic`]).
     pub fn parse(p: &Value) -> Result<Self, ParamError> {
         let m = object(p)?;
         let channel_id = required(m, "channelId")?.to_owned();
-        let amount = amount(m, "amount")?.filter(|&a| a > 0).ok_or_else(|| {
-            ParamError("amount must be a positive integer in atomic units".into())
-        })?;
+        let given = |k: &str| m.get(k).filter(|v| !v.is_null());
+        let amount = match (given("amount"), given("amountAtomic")) {
+            (Some(_), Some(_)) => {
+                return Err(ParamError(
+                    AmountError::Both("amount", "amountAtomic").to_string(),
+                ));
+            }
+            (Some(v), None) => {
+                // The syntax now; the currency's decimals once the channel is known.
+                decimal::check_syntax("amount", v).map_err(|e| ParamError(e.to_string()))?;
+                PayAmount::Decimal(v.clone())
+            }
+            (None, Some(_)) => {
+                PayAmount::Atomic(amount(m, "amount", "amountAtomic", 0)?.unwrap_or_default())
+            }
+            (None, None) => {
+                return Err(ParamError(
+                    "amount is required (in the channel's currency, e.g. 0.003)".into(),
+                ));
+            }
+        };
         let memo = string(m, "memo")?.unwrap_or_default().to_owned();
         if memo.chars().count() > MAX_MEMO {
             return Err(ParamError(format!(
@@ -195,6 +230,19 @@ impl PayParams {
             amount,
             memo,
         })
+    }
+
+    /// The amount in atomic units of a currency with `decimals` decimals; positive.
+    pub fn atomic(&self, decimals: u32) -> Result<Amount, ParamError> {
+        let a = match &self.amount {
+            PayAmount::Decimal(v) => decimal::parse_decimal("amount", v, decimals)
+                .map_err(|e| ParamError(e.to_string()))?,
+            PayAmount::Atomic(a) => *a,
+        };
+        if a == 0 {
+            return Err(ParamError("amount must be positive".into()));
+        }
+        Ok(a)
     }
 }
 
@@ -211,8 +259,10 @@ mod tests {
 
     #[test]
     fn challenge_params() {
-        let c = ChallengeParams::parse(&json!({"pricePoints": 10, "priceUsdc": "3000"})).unwrap();
+        let c = ChallengeParams::parse(&json!({"pricePoints": 10, "priceUsdc": 0.003})).unwrap();
         assert_eq!((c.price_points, c.price_usdc), (Some(10), Some(3000)));
+        let c = ChallengeParams::parse(&json!({"priceUsdcAtomic": "3000"})).unwrap();
+        assert_eq!((c.price_points, c.price_usdc), (None, Some(3000)));
         assert!(
             ChallengeParams::parse(&json!({}))
                 .unwrap_err()
@@ -220,10 +270,10 @@ mod tests {
                 .contains("pricePoints")
         );
         assert!(
-            ChallengeParams::parse(&json!({"priceUsdc": 0.003}))
+            ChallengeParams::parse(&json!({"priceUsdc": 0.0000001}))
                 .unwrap_err()
                 .0
-                .contains("atomic")
+                .contains("more decimals than the asset's 6")
         );
         assert!(
             ChallengeParams::parse(&json!({"priceUsdc": 1, "payeeAddress": "0x12"}))
@@ -237,11 +287,12 @@ mod tests {
     fn channel_params() {
         let peer = crate::peer_id_of(&[7; 32]);
         let o = OpenParams::parse(
-            &json!({"payee": peer, "budget": 5_000_000, "currency": "USDC"}),
+            &json!({"payee": peer, "budget": 5.0, "currency": "USDC"}),
             Some(84532),
         )
         .unwrap();
         assert_eq!(o.currency, Currency::Usdc { chain_id: 84532 });
+        assert_eq!(o.budget, 5_000_000);
         let o = OpenParams::parse(
             &json!({"payee": peer, "budget": 5, "currency": "points"}),
             None,
@@ -265,7 +316,7 @@ mod tests {
         );
         assert!(
             OpenParams::parse(
-                &json!({"payee": peer, "budget": 5.0, "currency": "points"}),
+                &json!({"payee": peer, "budget": 5.5, "currency": "points"}),
                 None
             )
             .unwrap_err()
@@ -290,11 +341,30 @@ mod tests {
             .0
             .contains("chain")
         );
-        let p = PayParams::parse(&json!({"channelId": "0x1", "amount": 3000, "memo": "42 tokens"}))
-            .unwrap();
-        assert_eq!(p.amount, 3000);
+        let p =
+            PayParams::parse(&json!({"channelId": "0x1", "amount": 0.003, "memo": "42 tokens"}))
+                .unwrap();
+        assert_eq!(p.atomic(6), Ok(3000));
+        let p = PayParams::parse(&json!({"channelId": "0x1", "amountAtomic": "3000"})).unwrap();
+        assert_eq!(p.atomic(6), Ok(3000));
+        assert!(
+            PayParams::parse(&json!({"channelId": "0x1", "amount": 0.5}))
+                .unwrap()
+                .atomic(0)
+                .unwrap_err()
+                .0
+                .contains("decimals")
+        );
+        assert!(
+            PayParams::parse(&json!({"channelId": "0x1", "amount": "-1"}))
+                .unwrap_err()
+                .0
+                .contains("amount")
+        );
         assert!(
             PayParams::parse(&json!({"channelId": "0x1", "amount": 0}))
+                .unwrap()
+                .atomic(6)
                 .unwrap_err()
                 .0
                 .contains("amount")

@@ -126,7 +126,7 @@ async fn challenge(ws: &mut Ws, id: u64) -> Value {
         ws,
         id,
         "micropayments.challenge",
-        json!({"priceUsdc": 10000, "pricePoints": 5}),
+        json!({"priceUsdc": 0.01, "pricePoints": 5}),
     )
     .await;
     r["result"].clone()
@@ -156,7 +156,8 @@ async fn eth_account_credentials_are_accepted_and_bad_ones_refused_with_their_re
     )
     .await;
     assert_eq!(r["result"]["accepted"], true, "{r}");
-    assert_eq!(r["result"]["amount"], 10000);
+    assert_eq!(r["result"]["amount"], json!(0.01), "{r}");
+    assert_eq!(r["result"]["amountAtomic"], "10000", "{r}");
     assert_eq!(r["result"]["payer"], PAYER);
     let receipt = r["result"]["receiptId"].as_str().unwrap().to_owned();
     assert!(receipt.starts_with("rcpt-"));
@@ -314,7 +315,7 @@ async fn a_channel_between_two_nodes_pays_closes_and_refunds_exactly() {
             &mut ws,
             k + 1,
             "micropayments.channel.open",
-            json!({"payee": payee.peer_id, "budget": 1_000_000, "currency": currency}),
+            json!({"payee": payee.peer_id, "budgetAtomic": 1_000_000, "currency": currency}),
         )
         .await;
         let ch = opened["result"]["channelId"]
@@ -327,11 +328,15 @@ async fn a_channel_between_two_nodes_pays_closes_and_refunds_exactly() {
                 &mut ws,
                 k + 10 + i,
                 "micropayments.channel.pay",
-                json!({"channelId": ch, "amount": 3000, "memo": "42 tokens"}),
+                json!({"channelId": ch, "amountAtomic": 3000, "memo": "42 tokens"}),
             )
             .await;
             assert_eq!(r["result"]["nonce"], i, "{r}");
-            assert_eq!(r["result"]["remaining"], 1_000_000 - 3000 * i, "{r}");
+            assert_eq!(
+                r["result"]["remainingAtomic"],
+                (1_000_000 - 3000 * i).to_string(),
+                "{r}"
+            );
         }
         if currency == "USDC" {
             // The first voucher again, exactly as the payer's wallet signed it (RFC 6979: the
@@ -376,13 +381,17 @@ async fn a_channel_between_two_nodes_pays_closes_and_refunds_exactly() {
             &mut ws,
             k + 200,
             "micropayments.channel.pay",
-            json!({"channelId": ch, "amount": 700_001}),
+            json!({"channelId": ch, "amountAtomic": 700_001}),
         )
         .await;
         assert_eq!(r["error"]["code"], -32002, "{r}");
-        assert_eq!(r["error"]["data"]["remaining"], 700_000);
-        assert_eq!(r["error"]["data"]["requested"], 700_001);
-        assert_eq!(r["error"]["data"]["limit"], 1_000_000);
+        assert_eq!(r["error"]["data"]["remainingAtomic"], "700000");
+        assert_eq!(r["error"]["data"]["requestedAtomic"], "700001");
+        assert_eq!(r["error"]["data"]["limitAtomic"], "1000000");
+        if currency == "USDC" {
+            assert_eq!(r["error"]["data"]["remaining"], json!(0.7), "{r}");
+            assert_eq!(r["error"]["data"]["limit"], 1, "{r}");
+        }
         // Both nodes list the open channel for operators (`/status`, the dashboard).
         for (node, role) in [(&payer, "payer"), (&payee, "payee")] {
             let status = get_json(&node.http, "/status").await;
@@ -405,13 +414,13 @@ async fn a_channel_between_two_nodes_pays_closes_and_refunds_exactly() {
             json!({"channelId": ch}),
         )
         .await;
-        assert_eq!(r["result"]["totalSpent"], 300_000, "{r}");
-        assert_eq!(r["result"]["refund"], 700_000, "{r}");
+        assert_eq!(r["result"]["totalSpentAtomic"], "300000", "{r}");
+        assert_eq!(r["result"]["refundAtomic"], "700000", "{r}");
         let r = rpc_call(
             &mut ws,
             k + 202,
             "micropayments.channel.pay",
-            json!({"channelId": ch, "amount": 1}),
+            json!({"channelId": ch, "amountAtomic": 1}),
         )
         .await;
         assert_eq!(r["error"]["data"]["reason"], "channel-closed", "{r}");
@@ -446,6 +455,57 @@ async fn a_channel_between_two_nodes_pays_closes_and_refunds_exactly() {
     assert_eq!(
         status["payments"]["counters"]["vouchers_accepted"], 200,
         "{status}"
+    );
+
+    // Spec §6.4, verbatim: decimal USDC amounts, converted exactly.
+    let r = rpc_call(
+        &mut ws,
+        3001,
+        "micropayments.channel.open",
+        json!({"payee": payee.peer_id, "budget": 5.0, "currency": "USDC"}),
+    )
+    .await;
+    assert_eq!(r["result"]["budget"], 5, "{r}");
+    assert_eq!(r["result"]["budgetAtomic"], "5000000", "{r}");
+    let ch = r["result"]["channelId"].as_str().unwrap().to_owned();
+    for nonce in 1..=2 {
+        let r = rpc_call(
+            &mut ws,
+            3001 + nonce,
+            "micropayments.channel.pay",
+            json!({"channelId": ch, "amount": 0.003, "memo": "42 tokens"}),
+        )
+        .await;
+        assert_eq!(r["result"]["nonce"], nonce, "{r}");
+    }
+    let r = rpc_call(
+        &mut ws,
+        3010,
+        "micropayments.channel.pay",
+        json!({"channelId": ch, "amount": 0.0000001}),
+    )
+    .await;
+    assert_eq!(r["error"]["code"], -32602, "{r}");
+    assert!(
+        r["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("more decimals than the asset's 6"),
+        "{r}"
+    );
+    let r = rpc_call(
+        &mut ws,
+        3011,
+        "micropayments.channel.close",
+        json!({"channelId": ch}),
+    )
+    .await;
+    assert_eq!(r["result"]["totalSpent"], json!(0.006), "{r}");
+    assert_eq!(r["result"]["refund"], json!(4.994), "{r}");
+    let text = r["result"].to_string();
+    assert!(
+        text.contains(r#""totalSpent":0.006"#) && text.contains(r#""refund":4.994"#),
+        "{text}"
     );
 }
 
@@ -627,7 +687,7 @@ async fn kill_9_the_payee_during_10000_channel_payments_loses_and_doubles_nothin
         &mut ws,
         1,
         "micropayments.channel.open",
-        json!({"payee": q_peer, "budget": PAYMENTS * AMOUNT, "currency": "USDC"}),
+        json!({"payee": q_peer, "budgetAtomic": PAYMENTS * AMOUNT, "currency": "USDC"}),
     )
     .await;
     let ch = opened["result"]["channelId"]
@@ -664,7 +724,7 @@ async fn kill_9_the_payee_during_10000_channel_payments_loses_and_doubles_nothin
             &mut ws,
             id,
             "micropayments.channel.pay",
-            json!({"channelId": ch, "amount": AMOUNT}),
+            json!({"channelId": ch, "amountAtomic": AMOUNT}),
         )
         .await;
         if r["error"]["code"] == -32003 {
@@ -702,8 +762,9 @@ async fn kill_9_the_payee_during_10000_channel_payments_loses_and_doubles_nothin
         json!({"channelId": ch}),
     )
     .await;
-    let total = r["result"]["totalSpent"]
-        .as_u64()
+    let total = r["result"]["totalSpentAtomic"]
+        .as_str()
+        .and_then(|t| t.parse::<u64>().ok())
         .unwrap_or_else(|| panic!("{r}"));
     // Nothing accepted is lost: every answered payment is in the payee's total.
     assert!(total >= ok * AMOUNT, "{total} < {}", ok * AMOUNT);
@@ -721,7 +782,7 @@ async fn kill_9_the_payee_during_10000_channel_payments_loses_and_doubles_nothin
         "channelId": ch, "nonce": 1, "cumulative": "7", "amount": "7", "signature": format!("0x{}", "00".repeat(65))}})).await;
     assert_eq!(r["error"]["data"]["reason"], "channel-closed", "{r}");
     assert!(last_nonce <= total / AMOUNT && total / AMOUNT <= last_nonce + failed);
-    assert_eq!(r["error"]["data"]["spent"], total, "{r}");
+    assert_eq!(r["error"]["data"]["spentAtomic"], total.to_string(), "{r}");
     assert_eq!(r["error"]["data"]["lastNonce"], total / AMOUNT, "{r}");
     eprintln!(
         "payments: payee total {total} = {} vouchers; last answered nonce {last_nonce}",

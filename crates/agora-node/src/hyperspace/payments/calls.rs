@@ -30,14 +30,21 @@ impl Shared {
                     Accept::Refused(r) => refused(&r),
                     Accept::Error(e) => e,
                 })?;
-                Ok(json!({
-                    "accepted": true,
-                    "receiptId": receipt.receipt_id,
-                    "amount": receipt.amount.parse::<Amount>().map_or(Value::Null, amount_json),
-                    "payer": receipt.payer,
-                    "network": receipt.network,
-                    "receipt": receipt,
-                }))
+                let mut r = Map::new();
+                r.insert("accepted".into(), json!(true));
+                r.insert("receiptId".into(), json!(receipt.receipt_id));
+                if let Ok(a) = receipt.amount.parse::<Amount>() {
+                    let d = if receipt.network == POINTS_NETWORK {
+                        0
+                    } else {
+                        USDC_DECIMALS
+                    };
+                    decimal::put(&mut r, "amount", a, d);
+                }
+                r.insert("payer".into(), json!(receipt.payer));
+                r.insert("network".into(), json!(receipt.network));
+                r.insert("receipt".into(), json!(receipt));
+                Ok(Value::Object(r))
             }
             methods::CHANNEL_OPEN => {
                 let default_chain = self.settings.chains.first().map(|c| c.chain_id);
@@ -378,7 +385,7 @@ impl Shared {
                 &c.principal,
                 PayParams {
                     channel_id: channel_id.to_owned(),
-                    amount: price,
+                    amount: PayAmount::Atomic(price),
                     memo: c
                         .resource
                         .chars()
@@ -504,23 +511,27 @@ impl Shared {
                 p.channel_id
             )));
         }
+        let amount = p
+            .atomic(held.channel.currency.decimals())
+            .map_err(|e| invalid(e.0))?;
         for _attempt in 0..2 {
-            let (nonce, cumulative) = held.channel.next(p.amount).map_err(|e| channel_error(&e))?;
-            let voucher = self.sign_voucher(&held.channel, nonce, cumulative, p.amount, &p.memo)?;
+            let (nonce, cumulative) = held
+                .channel
+                .next(amount)
+                .map_err(|e| channel_error(&e, held.channel.currency.decimals()))?;
+            let voucher = self.sign_voucher(&held.channel, nonce, cumulative, amount, &p.memo)?;
             if held.role == Role::Both {
                 held.channel
                     .check_signature(&voucher, Self::peer_key)
-                    .map_err(|e| channel_error(&e))?;
+                    .map_err(|e| channel_error(&e, held.channel.currency.decimals()))?;
                 let mut next = held.clone();
                 next.channel
                     .accept(&voucher)
-                    .map_err(|e| channel_error(&e))?;
+                    .map_err(|e| channel_error(&e, held.channel.currency.decimals()))?;
                 self.persist(&next).await?;
                 *held = next;
                 self.count("vouchers_paid");
-                return Ok(
-                    json!({ "nonce": nonce, "remaining": amount_json(held.channel.remaining()) }),
-                );
+                return Ok(paid(nonce, &held.channel));
             }
             // Remember what is sent before sending: a crash or a lost answer leaves it pending.
             let mut sent = held.clone();
@@ -541,14 +552,12 @@ impl Shared {
                     let mut next = held.clone();
                     next.channel
                         .accept(&voucher)
-                        .map_err(|e| channel_error(&e))?;
+                        .map_err(|e| channel_error(&e, held.channel.currency.decimals()))?;
                     next.pending = None;
                     self.persist(&next).await?;
                     *held = next;
                     self.count("vouchers_paid");
-                    return Ok(
-                        json!({ "nonce": nonce, "remaining": amount_json(held.channel.remaining()) }),
-                    );
+                    return Ok(paid(nonce, &held.channel));
                 }
                 Ok(PayResponse::Refused {
                     last_nonce,
@@ -567,7 +576,7 @@ impl Shared {
                         let mut next = held.clone();
                         next.channel
                             .accept(&voucher)
-                            .map_err(|e| channel_error(&e))?;
+                            .map_err(|e| channel_error(&e, held.channel.currency.decimals()))?;
                         next.pending = None;
                         self.persist(&next).await?;
                         *held = next;
@@ -605,7 +614,7 @@ impl Shared {
             .and_then(|()| held.channel.check_signature(voucher, Self::peer_key));
         if let Err(e) = checked {
             self.count("vouchers_refused");
-            return Err(channel_error(&e));
+            return Err(channel_error(&e, held.channel.currency.decimals()));
         }
         next.recent
             .push_back((voucher.nonce, voucher.amount.to_string(), false));
@@ -636,13 +645,16 @@ impl Shared {
             .map_err(|mut e| {
                 if let Some(Value::Object(d)) = e.data.as_mut() {
                     d.insert("lastNonce".into(), json!(held.channel.nonce));
-                    d.insert("spent".into(), amount_json(held.channel.spent));
+                    decimal::put(
+                        d,
+                        "spent",
+                        held.channel.spent,
+                        held.channel.currency.decimals(),
+                    );
                 }
                 e
             })?;
-        Ok(
-            json!({ "nonce": held.channel.nonce, "remaining": amount_json(held.channel.remaining()) }),
-        )
+        Ok(paid(held.channel.nonce, &held.channel))
     }
 
     pub(super) async fn close(
@@ -698,9 +710,12 @@ impl Shared {
             }
         };
         self.count("channels_closed");
-        Ok(
-            json!({ "totalSpent": amount_json(total), "refund": amount_json(refund), "channelId": id }),
-        )
+        let mut r = Map::new();
+        r.insert("channelId".into(), json!(id));
+        let d = held.channel.currency.decimals();
+        decimal::put(&mut r, "totalSpent", total, d);
+        decimal::put(&mut r, "refund", refund, d);
+        Ok(Value::Object(r))
     }
 
     /// Closes a channel this node is paid on, durably, and publishes its settlement record.
@@ -734,4 +749,17 @@ impl Shared {
         }
         Ok((total, refund))
     }
+}
+
+/// `channel.pay`'s result: `{nonce, remaining, remainingAtomic}` (spec §6.2).
+fn paid(nonce: u64, channel: &Channel) -> Value {
+    let mut r = Map::new();
+    r.insert("nonce".into(), json!(nonce));
+    decimal::put(
+        &mut r,
+        "remaining",
+        channel.remaining(),
+        channel.currency.decimals(),
+    );
+    Value::Object(r)
 }

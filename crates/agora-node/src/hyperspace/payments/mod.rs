@@ -45,20 +45,20 @@ use std::time::Duration;
 
 use agora_hyperspace::jsonrpc::{RpcCode, RpcError};
 use agora_hyperspace::payments as methods;
-use agora_hyperspace::payments::assets::{EXACT_SCHEME, UsdcAsset};
+use agora_hyperspace::payments::assets::{EXACT_SCHEME, POINTS_NETWORK, USDC_DECIMALS, UsdcAsset};
 use agora_hyperspace::payments::challenge::Challenge;
 use agora_hyperspace::payments::channel::{Channel, ChannelError, Currency, Status, Voucher};
 use agora_hyperspace::payments::credential::{Credential, Receipt, Refusal, check};
 use agora_hyperspace::payments::params::{
-    ChallengeParams, OpenParams, PayParams, close_channel_id, verify_credential,
+    ChallengeParams, OpenParams, PayAmount, PayParams, close_channel_id, verify_credential,
 };
 use agora_hyperspace::payments::settlement::{self as hs_settlement, Record};
-use agora_hyperspace::payments::{Amount, amount_json, eip712, hex0x};
+use agora_hyperspace::payments::{Amount, amount_json, decimal, eip712, hex0x};
 use ed25519_dalek::{Signer as _, SigningKey};
 use libp2p::PeerId;
 use libp2p::request_response::ResponseChannel;
 use serde::{Deserialize, Serialize};
-use serde_json::{Value, json};
+use serde_json::{Map, Value, json};
 use tokio::sync::{Semaphore, mpsc, oneshot};
 
 use super::random_hex;
@@ -481,21 +481,24 @@ fn refused(r: &Refusal) -> RpcError {
 }
 
 /// A refused channel payment: −32002 (budget) with `{remaining, requested, limit}` as spec
-/// Example 3, else −32602; `data.reason` always.
-fn channel_error(e: &ChannelError) -> RpcError {
+/// Example 3 (decimals of the channel's currency, which has `decimals`, with their `…Atomic`
+/// twins), else −32602; `data.reason` always.
+fn channel_error(e: &ChannelError, decimals: u32) -> RpcError {
     match e {
         ChannelError::BudgetExceeded {
             remaining,
             requested,
             limit,
-        } => RpcError::from_code(RpcCode::BUDGET_EXCEEDED)
-            .with_message(e.to_string())
-            .with_data(json!({
-                "reason": e.reason(),
-                "remaining": amount_json(*remaining),
-                "requested": amount_json(*requested),
-                "limit": amount_json(*limit),
-            })),
+        } => {
+            let mut d = Map::new();
+            d.insert("reason".into(), json!(e.reason()));
+            decimal::put(&mut d, "remaining", *remaining, decimals);
+            decimal::put(&mut d, "requested", *requested, decimals);
+            decimal::put(&mut d, "limit", *limit, decimals);
+            RpcError::from_code(RpcCode::BUDGET_EXCEEDED)
+                .with_message(e.to_string())
+                .with_data(Value::Object(d))
+        }
         _ => RpcError::invalid_params()
             .with_message(e.to_string())
             .with_data(json!({ "reason": e.reason() })),
