@@ -13,6 +13,7 @@
 //! | | [`ans`] | the Agent Name Service (DISCOVER, DESCRIBE, lifecycle, index, refresh, federation) |
 //! | | [`hyperspace`] | the Hyperspace service task (state, guard, recursive, tool; `state`, `guard`, `tool/`), one folder per primitive task (memory, learning, improving, payments), and their shared skeleton (`service`) |
 //! | | [`bridge`] | the bridges (spec §10): MCP servers' tools and A2A agents' skills as tools of this node |
+//! | | [`info`] | `node.info`: the PeerId, wallet, faces and embedder, for clients |
 //! | | [`call`] | a JSON-RPC call as a face hands it to a service |
 //! | | [`routes`] | the routers: calls by method prefix, mesh events by topic, protocol or kind, to the service that declares them |
 //! | infrastructure | [`config`] | defaults, `agora.toml`, `AGORA_*` variables, flags |
@@ -33,6 +34,7 @@ pub mod clock;
 pub mod config;
 pub mod faces;
 pub mod hyperspace;
+pub mod info;
 pub mod keys;
 pub mod mesh;
 pub mod routes;
@@ -203,6 +205,19 @@ pub async fn run_until(
     };
     let imp =
         (improving::start(&config, store.clone(), imp).await).map_err(NodeError::Improving)?;
+    let p2p = info::P2pAddresses::default();
+    let info = info::start(info::NodeInfo {
+        peer_id: pid(),
+        wallet_address: pay.wallet_address.clone(),
+        faces: {
+            let mut faces = listeners.urls();
+            faces.push(("mcp", format!("{http_url}{}", faces::mcp::PATH)));
+            faces.push(("a2a", format!("{http_url}{}", faces::a2a::agent::CARD_PATH)));
+            faces
+        },
+        p2p: p2p.clone(),
+        embedder: (mem.embedder.id().to_owned(), mem.embedder.dim()),
+    });
     let (calls_tx, calls_rx) = mpsc::channel::<call::Call>(4096);
     let mesh_task = tokio::spawn(mesh::run(mesh, mesh_rx, events_tx));
     let nats = start_nats(&config).await?;
@@ -231,8 +246,8 @@ pub async fn run_until(
         snapshot: faces::http::dashboard::Cache::default(),
         a2a: a2a_face,
     };
-    spawn_routers(&state, (&mcp, &a2a), agh.events, calls_rx, events_rx);
-    announce_all(listening_rx, &state.faces, agtp_face.tls.is_some()).await;
+    spawn_routers(&state, (&mcp, &a2a, &info), agh.events, calls_rx, events_rx);
+    announce_all(listening_rx, &state.faces, agtp_face.tls.is_some(), p2p).await;
     tracing::info!(
         peer_id = %peer_id,
         version = env!("CARGO_PKG_VERSION"),
@@ -264,9 +279,10 @@ pub async fn run_until(
 /// services that declare them, the rest to the AGH service (`agh_events`).
 fn spawn_routers(
     services: &faces::state::AppState,
-    (mcp, a2a): (
+    (mcp, a2a, info): (
         &mpsc::Sender<bridge::mcp::Input>,
         &mpsc::Sender<bridge::a2a::Input>,
+        &mpsc::Sender<call::Call>,
     ),
     agh_events: mpsc::Sender<mesh::Event>,
     calls: mpsc::Receiver<call::Call>,
@@ -280,6 +296,7 @@ fn spawn_routers(
         payments::call_route(&services.payments),
         bridge::mcp::call_route(mcp),
         bridge::a2a::call_route(a2a),
+        info::call_route(info),
     ];
     let rest = hyperspace::call_route(&services.hyperspace);
     tokio::spawn(routes::CallRouter::new(call_routes, rest).run(calls));
@@ -294,18 +311,21 @@ fn spawn_routers(
 
 /// Announces the p2p listener (it reports its address asynchronously; printed before the others
 /// so that a script reading the first lines finds the node's identity first, and again for each
-/// later address), then each face.
+/// later address), then each face; `node.info` lists the p2p addresses too (`p2p`).
 async fn announce_all(
     mut listening: mpsc::Receiver<libp2p::Multiaddr>,
     faces: &[(&'static str, String)],
     agtp_tls: bool,
+    p2p: info::P2pAddresses,
 ) {
     if let Some(addr) = listening.recv().await {
         announce("p2p", &addr.to_string(), false);
+        p2p.push(addr.to_string());
     }
     tokio::spawn(async move {
         while let Some(addr) = listening.recv().await {
             announce("p2p", &addr.to_string(), false);
+            p2p.push(addr.to_string());
         }
     });
     for (face, addr) in faces {

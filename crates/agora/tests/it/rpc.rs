@@ -154,6 +154,28 @@ async fn session_lifecycle_budget_guard_tokens_and_restart() {
     let node = spawn_node(&data, &[], 30, &[]);
     let mut ws = connect(&node.rpc, None).await.unwrap();
 
+    // What a client needs first: the node's PeerId, wallet, faces and embedder.
+    let r = call(&mut ws, 99, "node.info", json!({})).await;
+    let info = &r["result"];
+    assert_eq!(info["peerId"], node.peer_id.as_str(), "{r}");
+    let status = support::get_json(&node.http, "/status").await;
+    assert_eq!(
+        info["walletAddress"], status["payments"]["walletAddress"],
+        "{r}"
+    );
+    for (face, url) in [
+        ("rpc", &node.rpc),
+        ("agh", &node.agh),
+        ("http", &node.http),
+        ("agtp", &node.agtp),
+    ] {
+        assert_eq!(info["faces"][face], url.as_str(), "{face}: {r}");
+    }
+    assert_eq!(info["faces"]["mcp"], format!("{}/mcp", node.http), "{r}");
+    assert_eq!(info["faces"]["p2p"][0], node.p2p.as_str(), "{r}");
+    assert!(info["embedder"]["dimensions"].as_u64().unwrap() > 0, "{r}");
+    assert_eq!(info["embedder"]["id"], status["memory"]["embedder"], "{r}");
+
     // Example 1, step 1: create a session.
     let r = call(
         &mut ws,
