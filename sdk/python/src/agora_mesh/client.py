@@ -1,0 +1,482 @@
+"""The JSON-RPC client of an Agora node's rpc face: one WebSocket, many calls in flight."""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import itertools
+import json
+import random
+from collections.abc import Callable, Generator
+from dataclasses import dataclass
+from types import TracebackType
+from typing import Any, Final
+
+from websockets.asyncio.client import ClientConnection
+from websockets.asyncio.client import connect as ws_connect
+from websockets.exceptions import ConnectionClosed as WsConnectionClosed
+from websockets.exceptions import InvalidHandshake, InvalidStatus, InvalidURI
+
+from .errors import (
+    AgoraError,
+    ConnectionClosed,
+    InternalError,
+    InvalidParams,
+    MethodNotFound,
+    RateLimited,
+    Timeout,
+    from_wire,
+)
+
+#: The largest frame accepted from the node (its own replies are far smaller).
+MAX_FRAME_BYTES: Final = 8 * 1024 * 1024
+
+ToolFunction = Callable[[Any], Any]
+
+
+@dataclass(frozen=True)
+class Reconnect:
+    """How the client reconnects when its WebSocket drops.
+
+    The n-th attempt waits ``min(max_delay, initial_delay × 2ⁿ)``, less a random part of up to
+    ``jitter`` of it; after ``max_attempts`` failed attempts the client gives up and every call
+    raises :class:`ConnectionClosed`. ``Reconnect(enabled=False)`` (or ``reconnect=False`` to
+    :func:`connect`) never reconnects.
+    """
+
+    enabled: bool = True
+    initial_delay: float = 0.05
+    max_delay: float = 5.0
+    max_attempts: int = 30
+    jitter: float = 0.5
+
+    def __post_init__(self) -> None:
+        if self.initial_delay <= 0 or self.max_delay < self.initial_delay:
+            raise ValueError("Reconnect: need 0 < initial_delay <= max_delay")
+        if self.max_attempts < 1:
+            raise ValueError("Reconnect: max_attempts must be at least 1")
+        if not 0.0 <= self.jitter <= 1.0:
+            raise ValueError("Reconnect: jitter must be within 0..1")
+
+    def delay(self, attempt: int) -> float:
+        """The wait before attempt ``attempt`` (0-based)."""
+        base = min(self.max_delay, self.initial_delay * (2.0 ** min(attempt, 30)))
+        return base * (1.0 - self.jitter * random.random())
+
+
+@dataclass
+class _Tool:
+    fn: ToolFunction
+    is_async: bool
+    params: dict[str, Any]
+    tool_id: str
+
+
+_DUMPS = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
+
+
+class Client:
+    """A connection to a node's JSON-RPC face. Make one with :func:`connect`.
+
+    ``client.call(method, params)`` calls any method; the namespaces (``client.state``,
+    ``client.tool``, …) call the spec's methods by their snake_case names.
+    """
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        api_key: str | None = None,
+        token: str | None = None,
+        timeout: float = 30.0,
+        reconnect: Reconnect | bool = True,
+        max_in_flight: int = 256,
+        max_tool_calls: int = 16,
+    ) -> None:
+        if not isinstance(url, str) or not url.startswith(("ws://", "wss://")):
+            raise ValueError(f"the node's rpc face is a ws:// or wss:// URL, not {url!r}")
+        if api_key is not None and token is not None:
+            raise ValueError("give api_key or a session token, not both")
+        if timeout <= 0:
+            raise ValueError("timeout must be positive")
+        if max_in_flight < 1 or max_tool_calls < 1:
+            raise ValueError("max_in_flight and max_tool_calls must be at least 1")
+        self.url = url
+        self.timeout = timeout
+        credential = api_key if api_key is not None else token
+        self._headers = {"Authorization": f"Bearer {credential}"} if credential else {}
+        if isinstance(reconnect, bool):
+            reconnect = Reconnect(enabled=reconnect)
+        self.reconnect_policy = reconnect
+        self._ws: ClientConnection | None = None
+        self._ids = itertools.count(1)
+        self._pending: dict[int, asyncio.Future[Any]] = {}
+        self._slots = asyncio.Semaphore(max_in_flight)
+        self._max_tool_calls = max_tool_calls
+        self._tool_calls = 0
+        self._tools: dict[str, _Tool] = {}
+        self._background: set[asyncio.Task[Any]] = set()
+        self._connected = asyncio.Event()
+        self._closing = False
+        self._failure: AgoraError | None = None
+        #: How many times the connection was re-established.
+        self.reconnects = 0
+        from .namespaces import (  # the namespaces need this class; imported here, once
+            Bridge,
+            Guard,
+            Improving,
+            Learning,
+            Memory,
+            Micropayments,
+            Node,
+            Recursive,
+            State,
+            Tool,
+        )
+
+        self.state = State(self)
+        self.guard = Guard(self)
+        self.tool = Tool(self)
+        self.memory = Memory(self)
+        self.recursive = Recursive(self)
+        self.learning = Learning(self)
+        self.improving = Improving(self)
+        self.micropayments = Micropayments(self)
+        self.bridge = Bridge(self)
+        self.node = Node(self)
+
+    # -- connection ---------------------------------------------------------------------------
+
+    async def _open(self) -> ClientConnection:
+        try:
+            ws = await asyncio.wait_for(
+                ws_connect(
+                    self.url,
+                    additional_headers=self._headers,
+                    max_size=MAX_FRAME_BYTES,
+                    compression=None,
+                    open_timeout=None,
+                ),
+                self.timeout,
+            )
+        except asyncio.TimeoutError:
+            raise Timeout(None, f"{self.url} did not open a WebSocket within {self.timeout} s")
+        except InvalidStatus as e:
+            status = e.response.status_code
+            body = e.response.body.decode("utf-8", "replace") if e.response.body else ""
+            raise ConnectionClosed(None, f"{self.url} refused the WebSocket (HTTP {status}): {body}".strip())
+        except (OSError, InvalidHandshake, InvalidURI) as e:
+            raise ConnectionClosed(None, f"cannot connect to {self.url}: {e}")
+        self._ws = ws
+        task = asyncio.get_running_loop().create_task(self._read(ws))
+        self._keep(task)
+        self._connected.set()
+        return ws
+
+    def _keep(self, task: asyncio.Task[Any]) -> None:
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+
+    async def _read(self, ws: ClientConnection) -> None:
+        try:
+            async for message in ws:
+                if isinstance(message, bytes):
+                    continue
+                try:
+                    frame = json.loads(message)
+                except ValueError:
+                    continue
+                if isinstance(frame, list):
+                    for f in frame:
+                        self._dispatch(ws, f)
+                else:
+                    self._dispatch(ws, frame)
+        except WsConnectionClosed:
+            pass
+        finally:
+            self._dropped(ws)
+
+    def _dispatch(self, ws: ClientConnection, frame: Any) -> None:
+        if not isinstance(frame, dict):
+            return
+        if "method" in frame:
+            if "id" in frame:
+                self._serve(ws, frame)
+            return
+        fut = self._pending.pop(frame.get("id"), None)  # type: ignore[arg-type]
+        if fut is None or fut.done():
+            return
+        error = frame.get("error")
+        if error is not None:
+            fut.set_exception(from_wire(error))
+        else:
+            fut.set_result(frame.get("result"))
+
+    def _dropped(self, ws: ClientConnection) -> None:
+        if self._ws is not ws:
+            return
+        self._ws = None
+        self._connected.clear()
+        closed = ConnectionClosed(None, f"the connection to {self.url} closed")
+        pending, self._pending = self._pending, {}
+        for fut in pending.values():
+            if not fut.done():
+                fut.set_exception(closed)
+        if self._closing or not self.reconnect_policy.enabled:
+            self._failure = closed
+            self._connected.set()  # wakes waiting callers, who then see the failure
+            return
+        self._keep(asyncio.get_running_loop().create_task(self._reconnect()))
+
+    async def _reconnect(self) -> None:
+        policy = self.reconnect_policy
+        last: AgoraError | None = None
+        for attempt in range(policy.max_attempts):
+            # Backoff between attempts (not a synchronisation wait).
+            await asyncio.sleep(policy.delay(attempt))
+            if self._closing:
+                break
+            try:
+                await self._open()
+            except AgoraError as e:
+                last = e
+                continue
+            self.reconnects += 1
+            await self._reregister()
+            return
+        self._failure = ConnectionClosed(
+            None,
+            f"gave up reconnecting to {self.url} after {policy.max_attempts} attempts"
+            + (f": {last.message}" if last else ""),
+        )
+        self._connected.set()
+
+    async def _reregister(self) -> None:
+        tools, self._tools = list(self._tools.values()), {}
+        for tool in tools:
+            try:
+                result = await self.call("tool.register", tool.params)
+            except AgoraError:
+                # The connection dropped again; the next reconnection registers it again.
+                self._tools[tool.tool_id] = tool
+                continue
+            tool.tool_id = str(result["toolId"])
+            self._tools[tool.tool_id] = tool
+
+    async def close(self) -> None:
+        """Closes the connection; calls in flight fail with :class:`ConnectionClosed`."""
+        self._closing = True
+        ws = self._ws
+        if ws is not None:
+            await ws.close()
+            self._dropped(ws)
+        for task in list(self._background):
+            if task is not asyncio.current_task():
+                task.cancel()
+        if self._background:
+            await asyncio.gather(*self._background, return_exceptions=True)
+        self._failure = self._failure or ConnectionClosed(None, "the client was closed")
+        self._connected.set()
+
+    async def __aenter__(self) -> Client:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.close()
+
+    @property
+    def connected(self) -> bool:
+        """Whether the WebSocket is open now."""
+        return self._ws is not None
+
+    # -- calls --------------------------------------------------------------------------------
+
+    async def call(self, method: str, params: Any = None, *, timeout: float | None = None) -> Any:
+        """Calls ``method`` with ``params`` (an object, an array or ``None``) and returns the
+        result; a JSON-RPC error is raised as its :class:`AgoraError` subclass, no answer within
+        ``timeout`` (default: the client's) as :class:`Timeout`."""
+        if not isinstance(method, str) or not method:
+            raise ValueError("method must be a non-empty string")
+        if params is not None and not isinstance(params, (dict, list)):
+            raise TypeError(f"params must be a dict, a list or None, not {type(params).__name__}")
+        limit = self.timeout if timeout is None else timeout
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + limit
+        ws = self._ws
+        if ws is None:
+            ws = await self._wait_connected(deadline, method)
+        frame: dict[str, Any] = {"jsonrpc": "2.0", "id": 0, "method": method}
+        if params is not None:
+            frame["params"] = params
+        async with self._slots:
+            call_id = next(self._ids)
+            frame["id"] = call_id
+            try:
+                text = _DUMPS(frame)
+            except (TypeError, ValueError) as e:
+                raise TypeError(f"{method}: params are not JSON: {e}") from None
+            fut: asyncio.Future[Any] = loop.create_future()
+            self._pending[call_id] = fut
+            handle = loop.call_at(deadline, _expire, fut, method, limit)
+            try:
+                await ws.send(text)
+                return await fut
+            except WsConnectionClosed:
+                raise ConnectionClosed(None, f"the connection to {self.url} closed") from None
+            finally:
+                handle.cancel()
+                self._pending.pop(call_id, None)
+
+    async def _wait_connected(self, deadline: float, method: str) -> ClientConnection:
+        loop = asyncio.get_running_loop()
+        while True:
+            if self._failure is not None:
+                raise self._failure
+            ws = self._ws
+            if ws is not None:
+                return ws
+            left = deadline - loop.time()
+            if left <= 0:
+                raise Timeout(None, f"{method}: not connected to {self.url} in time")
+            try:
+                await asyncio.wait_for(self._connected.wait(), left)
+            except asyncio.TimeoutError:
+                raise Timeout(None, f"{method}: not connected to {self.url} in time") from None
+
+    # -- tool providers ---------------------------------------------------------------------
+
+    async def register_tool(self, fn: ToolFunction, params: dict[str, Any]) -> str:
+        """Registers a tool whose invocations ``fn`` answers on this connection (and again on
+        every reconnection); returns its tool id."""
+        if not callable(fn):
+            raise TypeError("a tool provider must be a function")
+        is_async = inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(
+            getattr(fn, "__call__", None)
+        )
+        result = await self.call("tool.register", params)
+        tool_id = str(result["toolId"])
+        self._tools[tool_id] = _Tool(fn, is_async, dict(params), tool_id)
+        return tool_id
+
+    @property
+    def provided_tools(self) -> dict[str, str]:
+        """The tools this connection answers for: tool id → name."""
+        return {tid: str(t.params.get("name", "")) for tid, t in self._tools.items()}
+
+    def _serve(self, ws: ClientConnection, frame: dict[str, Any]) -> None:
+        request_id = frame["id"]
+        if frame.get("method") != "tool.invoke":
+            error: AgoraError | None = MethodNotFound(None, f"this client serves only tool.invoke, not {frame.get('method')!r}")
+        elif self._tool_calls >= self._max_tool_calls:
+            error = RateLimited(None, f"the provider already runs {self._max_tool_calls} calls", {"retryAfterMs": 100})
+        else:
+            error = None
+        if error is not None:
+            self._keep(asyncio.get_running_loop().create_task(self._reply(ws, request_id, None, error)))
+            return
+        self._tool_calls += 1
+        self._keep(asyncio.get_running_loop().create_task(self._invoke(ws, request_id, frame.get("params"))))
+
+    async def _invoke(self, ws: ClientConnection, request_id: Any, params: Any) -> None:
+        try:
+            tool_id = params.get("toolId") if isinstance(params, dict) else None
+            tool = self._tools.get(tool_id) if isinstance(tool_id, str) else None
+            if tool is None or not isinstance(params, dict):
+                await self._reply(ws, request_id, None, InvalidParams(None, "no such tool on this connection", {"field": "toolId"}))
+                return
+            args = params.get("params")
+            try:
+                if tool.is_async:
+                    result = await tool.fn(args)
+                else:
+                    result = await asyncio.to_thread(tool.fn, args)
+                    if inspect.isawaitable(result):
+                        result = await result
+            except AgoraError as e:
+                await self._reply(ws, request_id, None, e)
+                return
+            except Exception as e:  # the tool's failure becomes its error reply
+                await self._reply(ws, request_id, None, InternalError(None, str(e) or type(e).__name__, {"exception": type(e).__name__}))
+                return
+            await self._reply(ws, request_id, result, None)
+        finally:
+            self._tool_calls -= 1
+
+    async def _reply(self, ws: ClientConnection, request_id: Any, result: Any, error: AgoraError | None) -> None:
+        if error is None:
+            try:
+                text = _DUMPS({"jsonrpc": "2.0", "id": request_id, "result": result})
+            except (TypeError, ValueError) as e:
+                error = InternalError(None, f"the tool's result is not JSON: {e}")
+        if error is not None:
+            text = _DUMPS({"jsonrpc": "2.0", "id": request_id, "error": error.to_wire()})
+        try:
+            await ws.send(text)
+        except WsConnectionClosed:
+            pass
+
+
+def _expire(fut: asyncio.Future[Any], method: str, limit: float) -> None:
+    if not fut.done():
+        fut.set_exception(Timeout(None, f"{method}: no answer within {limit} s"))
+
+
+class _Connecting:
+    """What :func:`connect` returns: await it, or use it with ``async with``."""
+
+    def __init__(self, client: Client) -> None:
+        self._client = client
+
+    async def _start(self) -> Client:
+        await self._client._open()
+        return self._client
+
+    def __await__(self) -> Generator[Any, None, Client]:
+        return self._start().__await__()
+
+    async def __aenter__(self) -> Client:
+        return await self._start()
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self._client.close()
+
+
+def connect(
+    url: str,
+    api_key: str | None = None,
+    timeout: float = 30.0,
+    *,
+    token: str | None = None,
+    reconnect: Reconnect | bool = True,
+    max_in_flight: int = 256,
+    max_tool_calls: int = 16,
+) -> _Connecting:
+    """Connects to a node's JSON-RPC face: ``client = await connect("ws://127.0.0.1:3100")``,
+    or ``async with connect(url) as client:``.
+
+    ``api_key`` (the node's API key) or ``token`` (a session token from
+    ``state.createSession``) is sent as ``Authorization: Bearer``; on loopback a node without
+    a key needs neither. ``timeout`` is the default of every call and of opening the socket.
+    """
+    return _Connecting(
+        Client(
+            url,
+            api_key=api_key,
+            token=token,
+            timeout=timeout,
+            reconnect=reconnect,
+            max_in_flight=max_in_flight,
+            max_tool_calls=max_tool_calls,
+        )
+    )
+
