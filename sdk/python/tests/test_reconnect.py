@@ -78,4 +78,4 @@ def test_reconnect_policy_is_bounded_and_checked() -> None:
     assert all(0.05 <= d <= 1.0 for d in delays) and max(delays[10:]) <= 1.0
     for bad in ({"initial_delay": 0}, {"max_delay": 0.01}, {"max_attempts": 0}, {"jitter": 2}):
         with pytest.raises(ValueError):
-            agora_mesh.Reconnect(**bad)  # type: ignore[arg-type]
+            agora_mesh.Reconnect(**bad)

@@ -7,6 +7,7 @@ import inspect
 import itertools
 import json
 import random
+from collections import deque
 from collections.abc import Callable, Generator
 from dataclasses import dataclass
 from types import TracebackType
@@ -109,9 +110,12 @@ class Client:
             reconnect = Reconnect(enabled=reconnect)
         self.reconnect_policy = reconnect
         self._ws: ClientConnection | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
         self._ids = itertools.count(1)
         self._pending: dict[int, asyncio.Future[Any]] = {}
-        self._slots = asyncio.Semaphore(max_in_flight)
+        self._free = max_in_flight
+        self._room_waiters: deque[asyncio.Future[None]] = deque()
+        self._heads: dict[str, str] = {}
         self._max_tool_calls = max_tool_calls
         self._tool_calls = 0
         self._tools: dict[str, _Tool] = {}
@@ -168,7 +172,8 @@ class Client:
         except (OSError, InvalidHandshake, InvalidURI) as e:
             raise ConnectionClosed(None, f"cannot connect to {self.url}: {e}")
         self._ws = ws
-        task = asyncio.get_running_loop().create_task(self._read(ws))
+        self._loop = asyncio.get_running_loop()
+        task = self._loop.create_task(self._read(ws))
         self._keep(task)
         self._connected.set()
         return ws
@@ -300,37 +305,58 @@ class Client:
         """Calls ``method`` with ``params`` (an object, an array or ``None``) and returns the
         result; a JSON-RPC error is raised as its :class:`AgoraError` subclass, no answer within
         ``timeout`` (default: the client's) as :class:`Timeout`."""
-        if not isinstance(method, str) or not method:
-            raise ValueError("method must be a non-empty string")
-        if params is not None and not isinstance(params, (dict, list)):
+        head = self._heads.get(method)
+        if head is None:
+            if not isinstance(method, str) or not method:
+                raise ValueError("method must be a non-empty string")
+            head = self._heads[method] = ',"method":' + _DUMPS(method)
+            if len(self._heads) > 4096:
+                self._heads.clear()
+        if params is None:
+            tail = "}"
+        elif isinstance(params, (dict, list)):
+            try:
+                tail = ',"params":' + _DUMPS(params) + "}"
+            except (TypeError, ValueError) as e:
+                raise TypeError(f"{method}: params are not JSON: {e}") from None
+        else:
             raise TypeError(f"params must be a dict, a list or None, not {type(params).__name__}")
         limit = self.timeout if timeout is None else timeout
-        loop = asyncio.get_running_loop()
+        loop = self._loop or asyncio.get_running_loop()
         deadline = loop.time() + limit
         ws = self._ws
         if ws is None:
             ws = await self._wait_connected(deadline, method)
-        frame: dict[str, Any] = {"jsonrpc": "2.0", "id": 0, "method": method}
-        if params is not None:
-            frame["params"] = params
-        async with self._slots:
-            call_id = next(self._ids)
-            frame["id"] = call_id
+        if self._free <= 0:
+            await self._wait_room(deadline, method)
+        self._free -= 1
+        call_id = next(self._ids)
+        fut: asyncio.Future[Any] = loop.create_future()
+        self._pending[call_id] = fut
+        handle = loop.call_at(deadline, _expire, fut, method, limit)
+        try:
+            await ws.send('{"jsonrpc":"2.0","id":' + str(call_id) + head + tail)
+            return await fut
+        except WsConnectionClosed:
+            raise ConnectionClosed(None, f"the connection to {self.url} closed") from None
+        finally:
+            handle.cancel()
+            self._pending.pop(call_id, None)
+            self._free += 1
+            if self._room_waiters:
+                waiter = self._room_waiters.popleft()
+                if not waiter.done():
+                    waiter.set_result(None)
+
+    async def _wait_room(self, deadline: float, method: str) -> None:
+        loop = asyncio.get_running_loop()
+        while self._free <= 0:
+            waiter: asyncio.Future[None] = loop.create_future()
+            self._room_waiters.append(waiter)
             try:
-                text = _DUMPS(frame)
-            except (TypeError, ValueError) as e:
-                raise TypeError(f"{method}: params are not JSON: {e}") from None
-            fut: asyncio.Future[Any] = loop.create_future()
-            self._pending[call_id] = fut
-            handle = loop.call_at(deadline, _expire, fut, method, limit)
-            try:
-                await ws.send(text)
-                return await fut
-            except WsConnectionClosed:
-                raise ConnectionClosed(None, f"the connection to {self.url} closed") from None
-            finally:
-                handle.cancel()
-                self._pending.pop(call_id, None)
+                await asyncio.wait_for(waiter, max(deadline - loop.time(), 0))
+            except asyncio.TimeoutError:
+                raise Timeout(None, f"{method}: no room among the calls in flight in time") from None
 
     async def _wait_connected(self, deadline: float, method: str) -> ClientConnection:
         loop = asyncio.get_running_loop()

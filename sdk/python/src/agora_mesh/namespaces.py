@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import math
-from collections.abc import Callable, Generator, Mapping
+from collections.abc import Callable, Coroutine, Generator, Mapping
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -43,13 +43,14 @@ class RpcMethod:
         self._client = client
         self.method = method
 
-    async def __call__(
+    def __call__(
         self, params: Mapping[str, Any] | None = None, /, *, _timeout: float | None = None, **kwargs: Any
-    ) -> dict[str, Any]:
-        result = await self._client.call(self.method, params_of(params, kwargs), timeout=_timeout)
-        if not isinstance(result, dict):
-            return {"result": result}
-        return result
+    ) -> Coroutine[Any, Any, dict[str, Any]]:
+        # The client's coroutine itself (no frame of our own): this is the hot path. The node
+        # answers every method of the table with an object.
+        if kwargs or type(params) is not dict:
+            params = params_of(params, kwargs)
+        return self._client.call(self.method, params, timeout=_timeout)
 
     def __repr__(self) -> str:
         return f"<RpcMethod {self.method}>"
