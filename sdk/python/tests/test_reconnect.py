@@ -79,3 +79,19 @@ def test_reconnect_policy_is_bounded_and_checked() -> None:
     for bad in ({"initial_delay": 0}, {"max_delay": 0.01}, {"max_attempts": 0}, {"jitter": 2}):
         with pytest.raises(ValueError):
             agora_mesh.Reconnect(**bad)
+
+
+def test_the_api_key_is_sent_and_a_missing_one_refused(tmp_path: Path) -> None:
+    key = "an-api-key-for-the-sdk-tests"
+    node = NodeProcess(tmp_path / "k", env={"AGORA_API_KEY": key})
+    try:
+        async def body() -> None:
+            with pytest.raises(agora_mesh.ConnectionClosed, match="HTTP 401"):
+                await agora_mesh.connect(node.rpc)
+            async with agora_mesh.connect(node.rpc, api_key=key) as client:
+                # The API key grants the methods a keyless client may not call.
+                assert "servers" in await client.bridge.list_mcp_servers()
+
+        asyncio.run(asyncio.wait_for(body(), 30))
+    finally:
+        node.kill()
