@@ -123,7 +123,7 @@ class Client:
         self._connected = asyncio.Event()
         self._closing = False
         self._failure: AgoraError | None = None
-        #: How many times the connection was re-established.
+        #: How many times the connection was re-established (and its tools registered again).
         self.reconnects = 0
         from .namespaces import (  # the namespaces need this class; imported here, once
             Bridge,
@@ -246,8 +246,8 @@ class Client:
             except AgoraError as e:
                 last = e
                 continue
-            self.reconnects += 1
             await self._reregister()
+            self.reconnects += 1
             return
         self._failure = ConnectionClosed(
             None,
@@ -257,16 +257,19 @@ class Client:
         self._connected.set()
 
     async def _reregister(self) -> None:
-        tools, self._tools = list(self._tools.values()), {}
-        for tool in tools:
+        # The tools stay answerable under their old ids meanwhile: an identical registration
+        # gets its old id back from the node.
+        for tool in list(self._tools.values()):
             try:
                 result = await self.call("tool.register", tool.params)
             except AgoraError:
-                # The connection dropped again; the next reconnection registers it again.
-                self._tools[tool.tool_id] = tool
+                # Dropped again (the next reconnection registers it), or refused now.
                 continue
-            tool.tool_id = str(result["toolId"])
-            self._tools[tool.tool_id] = tool
+            new_id = str(result["toolId"])
+            if new_id != tool.tool_id:
+                self._tools.pop(tool.tool_id, None)
+                tool.tool_id = new_id
+                self._tools[new_id] = tool
 
     async def close(self) -> None:
         """Closes the connection; calls in flight fail with :class:`ConnectionClosed`."""
