@@ -177,8 +177,11 @@ def test_providers_answer_invocations(node_a: NodeProcess, node_b: NodeProcess) 
         async with agora_mesh.connect(node_b.rpc) as provider, agora_mesh.connect(node_a.rpc) as caller:
             threads: list[str] = []
 
-            def upper(params: Any) -> Any:  # sync: runs in a thread
+            calls: list[agora_mesh.ToolCall] = []
+
+            def upper(params: Any, call: agora_mesh.ToolCall) -> Any:  # sync: runs in a thread
                 threads.append(threading.current_thread().name)
+                calls.append(call)
                 return {"text": str(params["text"]).upper()}
 
             async def fail(params: Any) -> Any:
@@ -214,8 +217,11 @@ def test_providers_answer_invocations(node_a: NodeProcess, node_b: NodeProcess) 
 
             record = await discover()
             assert record["peerId"] == node_b.peer_id and record["name"] == "upper"
-            r = await caller.tool.invoke(tool_id=up["toolId"], params={"text": "hi"})
+            session = await caller.state.create_session(agent_name="caller")
+            r = await caller.tool.invoke(tool_id=up["toolId"], params={"text": "hi"}, session_id=session["sessionId"])
             assert r["result"] == {"text": "HI"} and r["peerId"] == node_b.peer_id
+            assert calls[0].tool_id == up["toolId"] and calls[0].session_id == session["sessionId"]
+            assert calls[0].request_id.startswith("srv-")
             assert threads and threads[0] != threading.main_thread().name
             with pytest.raises(InternalError, match="no luck today"):
                 await provider.tool.invoke(tool_id=bad["toolId"], params={})

@@ -8,7 +8,7 @@
 """
 
 from ._methods import METHODS
-from .client import Client, Reconnect, connect
+from .client import Client, Reconnect, ToolCall, connect
 from .errors import (
     AgoraError,
     BudgetExceeded,
@@ -53,6 +53,7 @@ __all__ = [
     "SafetyViolation",
     "SessionNotFound",
     "Timeout",
+    "ToolCall",
     "TrajectoryRejected",
     "connect",
 ]

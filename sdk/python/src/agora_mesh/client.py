@@ -32,7 +32,17 @@ from .errors import (
 #: The largest frame accepted from the node (its own replies are far smaller).
 MAX_FRAME_BYTES: Final = 8 * 1024 * 1024
 
-ToolFunction = Callable[[Any], Any]
+#: A tool provider: ``fn(params)`` or ``fn(params, call)`` (a :class:`ToolCall`), async or not.
+ToolFunction = Callable[..., Any]
+
+
+@dataclass(frozen=True)
+class ToolCall:
+    """What a provider function taking a second argument learns of the invocation."""
+
+    tool_id: str
+    session_id: str | None
+    request_id: str
 
 
 @dataclass(frozen=True)
@@ -69,6 +79,7 @@ class Reconnect:
 class _Tool:
     fn: ToolFunction
     is_async: bool
+    wants_call: bool
     params: dict[str, Any]
     tool_id: str
 
@@ -387,9 +398,17 @@ class Client:
         is_async = inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(
             getattr(fn, "__call__", None)
         )
+        try:
+            positional = [
+                p
+                for p in inspect.signature(fn).parameters.values()
+                if p.kind in (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+            ]
+        except (TypeError, ValueError):
+            positional = []
         result = await self.call("tool.register", params)
         tool_id = str(result["toolId"])
-        self._tools[tool_id] = _Tool(fn, is_async, dict(params), tool_id)
+        self._tools[tool_id] = _Tool(fn, is_async, len(positional) >= 2, dict(params), tool_id)
         return tool_id
 
     @property
@@ -418,12 +437,15 @@ class Client:
             if tool is None or not isinstance(params, dict):
                 await self._reply(ws, request_id, None, InvalidParams(None, "no such tool on this connection", {"field": "toolId"}))
                 return
-            args = params.get("params")
+            args: tuple[Any, ...] = (params.get("params"),)
+            if tool.wants_call:
+                session = params.get("sessionId")
+                args += (ToolCall(tool.tool_id, session if isinstance(session, str) else None, str(request_id)),)
             try:
                 if tool.is_async:
-                    result = await tool.fn(args)
+                    result = await tool.fn(*args)
                 else:
-                    result = await asyncio.to_thread(tool.fn, args)
+                    result = await asyncio.to_thread(tool.fn, *args)
                     if inspect.isawaitable(result):
                         result = await result
             except AgoraError as e:

@@ -159,7 +159,7 @@ class Tool(Namespace):
 
     async def register(
         self,
-        fn: Callable[[Any], Any] | Mapping[str, Any] | None = None,
+        fn: Callable[..., Any] | Mapping[str, Any] | None = None,
         /,
         *,
         name: str | None = None,
@@ -171,7 +171,9 @@ class Tool(Namespace):
     ) -> dict[str, Any]:
         """``tool.register``. Given a function (async or not; a sync one runs in a thread), this
         connection answers the node's ``tool.invoke`` requests for the tool with it: the function
-        gets the invocation's ``params`` and returns the result; an :class:`AgoraError` it raises
+        gets the invocation's ``params`` (and, if it takes a second argument, a
+        :class:`~agora_mesh.client.ToolCall` with the tool id and the caller's session id) and
+        returns the result; an :class:`AgoraError` it raises
         is sent as that error, any other exception as −32603 with its message. Given a dict (or
         only keywords), it is the plain call. ``input_schema`` is another name of ``schema``."""
         if schema is not None and input_schema is not None:
@@ -207,11 +209,11 @@ class Tool(Namespace):
         schema: Mapping[str, Any] | None = None,
         capabilities: list[str] | None = None,
         **kwargs: Any,
-    ) -> Callable[[Callable[[Any], Any]], Provided]:
+    ) -> Callable[[Callable[..., Any]], Provided]:
         """A decorator, inside a running event loop: ``@client.tool.provider(capabilities=[…])``
         over a function starts its registration; ``await fn`` gives ``{"toolId": …}``."""
 
-        def wrap(fn: Callable[[Any], Any]) -> Provided:
+        def wrap(fn: Callable[..., Any]) -> Provided:
             call = self.register(fn, name=name, description=description, schema=schema, capabilities=capabilities, **kwargs)
             return Provided(fn, asyncio.get_running_loop().create_task(call))
 
@@ -222,12 +224,12 @@ class Provided:
     """A function registered by :meth:`Tool.provider`: call it as before; ``await`` it for the
     registration's result."""
 
-    def __init__(self, fn: Callable[[Any], Any], registration: asyncio.Task[dict[str, Any]]) -> None:
+    def __init__(self, fn: Callable[..., Any], registration: asyncio.Task[dict[str, Any]]) -> None:
         self.fn = fn
         self.registration = registration
 
-    def __call__(self, params: Any) -> Any:
-        return self.fn(params)
+    def __call__(self, *args: Any) -> Any:
+        return self.fn(*args)
 
     def __await__(self) -> Generator[Any, None, dict[str, Any]]:
         return self.registration.__await__()
