@@ -5,7 +5,7 @@ Each round makes N cheap calls (`guard.getBudgetStatus` of an existing session) 
 of W calls in flight. Starts its own node (``$AGORA_BIN``, else ``agora`` on PATH) with the
 per-connection rate limit raised, or uses ``--url``.
 
-    python bench/calls_per_second.py [--calls 4000] [--window 64] [--rounds 5] [--url ws://…]
+    python bench/calls_per_second.py [--calls 10000] [--window 64] [--rounds 7] [--url ws://…]
 """
 
 from __future__ import annotations
@@ -95,9 +95,9 @@ async def run(url: str, calls: int, window: int, rounds: int) -> dict[str, Any]:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--calls", type=int, default=4000)
+    ap.add_argument("--calls", type=int, default=10000)
     ap.add_argument("--window", type=int, default=64)
-    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--rounds", type=int, default=7)
     ap.add_argument("--url", help="a node's rpc face (default: start one)")
     a = ap.parse_args()
     if a.calls < 1 or a.window < 1 or a.rounds < 1:

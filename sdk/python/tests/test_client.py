@@ -163,9 +163,16 @@ def test_timeout_of_a_call(node_a: NodeProcess) -> None:
                 return params
 
             tool = await client.tool.register(slow, name="slow-tool", description="waits", capabilities=["sdk-slow"])
+            # A call with a long timeout in flight, then one with a short timeout: the second
+            # expires on time, the first is answered once the tool returns.
+            long = asyncio.ensure_future(client.call("tool.invoke", {"toolId": tool["toolId"], "params": {"n": 1}}, timeout=20))
+            loop = asyncio.get_running_loop()
+            started = loop.time()
             with pytest.raises(agora_mesh.Timeout):
                 await client.call("tool.invoke", {"toolId": tool["toolId"], "params": {}}, timeout=0.3)
+            assert 0.25 <= loop.time() - started < 5
             gate.set()
+            assert (await long)["result"] == {"n": 1}
             # The client is still usable.
             assert (await client.guard.check_safety(content="ok"))["safe"] is True
 

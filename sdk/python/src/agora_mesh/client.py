@@ -6,6 +6,7 @@ import asyncio
 import inspect
 import itertools
 import json
+import math
 import random
 from collections import deque
 from collections.abc import Callable, Generator
@@ -123,7 +124,11 @@ class Client:
         self._ws: ClientConnection | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._ids = itertools.count(1)
-        self._pending: dict[int, asyncio.Future[Any]] = {}
+        # Calls in flight: id → (future, deadline, method, timeout). One timer, at the earliest
+        # deadline, expires them (a timer per call costs more than the rest of the call).
+        self._pending: dict[int, tuple[asyncio.Future[Any], float, str, float]] = {}
+        self._sweep_at = math.inf
+        self._sweeper: asyncio.TimerHandle | None = None
         self._free = max_in_flight
         self._room_waiters: deque[asyncio.Future[None]] = deque()
         self._heads: dict[str, str] = {}
@@ -219,8 +224,11 @@ class Client:
             if "id" in frame:
                 self._serve(ws, frame)
             return
-        fut = self._pending.pop(frame.get("id"), None)  # type: ignore[arg-type]
-        if fut is None or fut.done():
+        entry = self._pending.pop(frame.get("id"), None)  # type: ignore[arg-type]
+        if entry is None:
+            return
+        fut = entry[0]
+        if fut.done():
             return
         error = frame.get("error")
         if error is not None:
@@ -235,7 +243,7 @@ class Client:
         self._connected.clear()
         closed = ConnectionClosed(None, f"the connection to {self.url} closed")
         pending, self._pending = self._pending, {}
-        for fut in pending.values():
+        for fut, *_ in pending.values():
             if not fut.done():
                 fut.set_exception(closed)
         if self._closing or not self.reconnect_policy.enabled:
@@ -285,6 +293,9 @@ class Client:
     async def close(self) -> None:
         """Closes the connection; calls in flight fail with :class:`ConnectionClosed`."""
         self._closing = True
+        if self._sweeper is not None:
+            self._sweeper.cancel()
+            self._sweeper, self._sweep_at = None, math.inf
         ws = self._ws
         if ws is not None:
             await ws.close()
@@ -346,21 +357,41 @@ class Client:
         self._free -= 1
         call_id = next(self._ids)
         fut: asyncio.Future[Any] = loop.create_future()
-        self._pending[call_id] = fut
-        handle = loop.call_at(deadline, _expire, fut, method, limit)
+        self._pending[call_id] = (fut, deadline, method, limit)
+        if deadline < self._sweep_at:
+            self._arm(loop, deadline)
         try:
             await ws.send('{"jsonrpc":"2.0","id":' + str(call_id) + head + tail)
             return await fut
         except WsConnectionClosed:
             raise ConnectionClosed(None, f"the connection to {self.url} closed") from None
         finally:
-            handle.cancel()
             self._pending.pop(call_id, None)
             self._free += 1
             if self._room_waiters:
                 waiter = self._room_waiters.popleft()
                 if not waiter.done():
                     waiter.set_result(None)
+
+    def _arm(self, loop: asyncio.AbstractEventLoop, when: float) -> None:
+        if self._sweeper is not None:
+            self._sweeper.cancel()
+        self._sweep_at = when
+        self._sweeper = loop.call_at(when, self._sweep, loop)
+
+    def _sweep(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Fails the calls whose deadline has passed with :class:`Timeout`; re-arms for the next."""
+        self._sweeper, self._sweep_at = None, math.inf
+        now, earliest = loop.time(), math.inf
+        for fut, deadline, method, limit in list(self._pending.values()):
+            if fut.done():
+                continue
+            if deadline <= now:
+                fut.set_exception(Timeout(None, f"{method}: no answer within {limit} s"))
+            elif deadline < earliest:
+                earliest = deadline
+        if earliest < math.inf:
+            self._arm(loop, earliest)
 
     async def _wait_room(self, deadline: float, method: str) -> None:
         loop = asyncio.get_running_loop()
@@ -470,11 +501,6 @@ class Client:
             await ws.send(text)
         except WsConnectionClosed:
             pass
-
-
-def _expire(fut: asyncio.Future[Any], method: str, limit: float) -> None:
-    if not fut.done():
-        fut.set_exception(Timeout(None, f"{method}: no answer within {limit} s"))
 
 
 class _Connecting:
