@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import json
+import urllib.error
+import urllib.request
+from typing import Any
 
 import pytest
 from nodes import NodeProcess
@@ -30,6 +34,38 @@ def test_a_signed_credential_is_accepted_once(node_a: NodeProcess) -> None:
             with pytest.raises(agora_mesh.InvalidParams) as again:
                 await client.micropayments.verify(credential=x402.pay(challenge, KEY))
             assert again.value.data["reason"] == "challenge-used"
+
+    asyncio.run(asyncio.wait_for(body(), 30))
+
+
+def post(url: str, body: bytes, headers: dict[str, str]) -> tuple[int, Any, dict[str, Any]]:
+    request = urllib.request.Request(url, data=body, method="POST", headers=headers)
+    try:
+        with urllib.request.urlopen(request, timeout=20) as r:
+            return r.status, r.headers, json.loads(r.read())
+    except urllib.error.HTTPError as e:
+        return e.code, e.headers, json.loads(e.read())
+
+
+def test_a_402_over_http_is_paid_from_its_header(node_a: NodeProcess) -> None:
+    async def body() -> None:
+        async with agora_mesh.connect(node_a.rpc) as provider:
+            async def summarise(params: Any) -> Any:
+                return {"summary": str(params["text"])[:5]}
+
+            # tool.register's price is in atomic units (10000 = 0.01 USDC).
+            tool = await provider.tool.register(summarise, name="summarise", description="A priced tool",
+                                                capabilities=["sdk-priced"], price={"usdc": 10000})
+            url = f"{node_a.http}/pay/tools/{tool['toolId']}/invoke"
+            status, headers, _ = await asyncio.to_thread(post, url, b'{"text": "hello world"}', {})
+            assert status == 402
+            credential = x402.pay(headers["X-Payment-Required"], KEY)
+            status, headers, answer = await asyncio.to_thread(
+                post, url, b'{"text": "hello world"}', {"X-Payment": x402.header(credential)}
+            )
+            assert status == 200, answer
+            assert answer["result"] == {"summary": "hello"}
+            assert headers["X-Payment-Response"]
 
     asyncio.run(asyncio.wait_for(body(), 30))
 
