@@ -27,7 +27,7 @@ from .errors import (
     Timeout,
     TrajectoryRejected,
 )
-from .namespaces import Channel, Provided, RpcMethod
+from .namespaces import Channel, ChannelPayment, ChannelReceipt, Provided, Registered, RpcMethod
 
 __version__ = "0.1.0"
 
@@ -36,6 +36,8 @@ __all__ = [
     "AgoraError",
     "BudgetExceeded",
     "Channel",
+    "ChannelPayment",
+    "ChannelReceipt",
     "Client",
     "ConnectionClosed",
     "InternalError",
@@ -47,6 +49,7 @@ __all__ = [
     "PeerUnavailable",
     "Provided",
     "RateLimited",
+    "Registered",
     "Reconnect",
     "ReplicationFailed",
     "RpcMethod",

@@ -7,7 +7,7 @@ import asyncio
 import math
 from collections.abc import Callable, Coroutine, Generator, Mapping
 from decimal import Decimal
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, TypedDict, cast
 
 from ._methods import by_namespace, camel
 
@@ -17,6 +17,31 @@ if TYPE_CHECKING:
 Amount = float | int | str | Decimal
 
 _TABLE = by_namespace()
+
+
+class Registered(TypedDict):
+    """``tool.register``'s result."""
+
+    toolId: str
+
+
+class ChannelPayment(TypedDict, total=False):
+    """``micropayments.channel.pay``'s result (amounts in the currency's units; the atomic
+    units as digit strings under ``…Atomic``)."""
+
+    nonce: int
+    remaining: float
+    remainingAtomic: str
+
+
+class ChannelReceipt(TypedDict, total=False):
+    """``micropayments.channel.close``'s result: ``{totalSpent: 0.006, refund: 4.994, …}``."""
+
+    channelId: str
+    totalSpent: float
+    refund: float
+    totalSpentAtomic: str
+    refundAtomic: str
 
 
 def params_of(params: Mapping[str, Any] | None, kwargs: dict[str, Any]) -> dict[str, Any] | None:
@@ -168,7 +193,7 @@ class Tool(Namespace):
         input_schema: Mapping[str, Any] | None = None,
         capabilities: list[str] | None = None,
         **kwargs: Any,
-    ) -> dict[str, Any]:
+    ) -> Registered:
         """``tool.register``. Given a function (async or not; a sync one runs in a thread), this
         connection answers the node's ``tool.invoke`` requests for the tool with it: the function
         gets the invocation's ``params`` (and, if it takes a second argument, a
@@ -187,7 +212,7 @@ class Tool(Namespace):
         kwargs.update({k: v for k, v in named.items() if v is not None})
         if fn is None or isinstance(fn, Mapping):
             params = params_of(fn, kwargs) or {}
-            return dict(await self._client.call("tool.register", params))
+            return cast(Registered, await self._client.call("tool.register", params))
         if not callable(fn):
             raise TypeError("tool.register takes a function, a dict of params, or keywords")
         params = params_of(None, kwargs) or {}
@@ -224,14 +249,14 @@ class Provided:
     """A function registered by :meth:`Tool.provider`: call it as before; ``await`` it for the
     registration's result."""
 
-    def __init__(self, fn: Callable[..., Any], registration: asyncio.Task[dict[str, Any]]) -> None:
+    def __init__(self, fn: Callable[..., Any], registration: asyncio.Task[Registered]) -> None:
         self.fn = fn
         self.registration = registration
 
     def __call__(self, *args: Any) -> Any:
         return self.fn(*args)
 
-    def __await__(self) -> Generator[Any, None, dict[str, Any]]:
+    def __await__(self) -> Generator[Any, None, Registered]:
         return self.registration.__await__()
 
 
@@ -243,16 +268,16 @@ class Channel:
         self.state = state
         self.channel_id: str = str(state["channelId"])
 
-    async def pay(self, amount: Amount, memo: str | None = None) -> dict[str, Any]:
+    async def pay(self, amount: Amount, memo: str | None = None) -> ChannelPayment:
         """Pays ``amount`` (in the currency's units: ``0.003`` USDC) on the channel."""
         params: dict[str, Any] = {"channelId": self.channel_id, "amount": amount_param(amount, "amount")}
         if memo is not None:
             params["memo"] = memo
-        return dict(await self._client.call("micropayments.channel.pay", params))
+        return cast(ChannelPayment, await self._client.call("micropayments.channel.pay", params))
 
-    async def close(self) -> dict[str, Any]:
+    async def close(self) -> ChannelReceipt:
         """Closes the channel: ``{totalSpent, refund, channelId, …}``."""
-        result = dict(await self._client.call("micropayments.channel.close", {"channelId": self.channel_id}))
+        result = cast(ChannelReceipt, await self._client.call("micropayments.channel.close", {"channelId": self.channel_id}))
         self.state = {**self.state, "state": "closed"}
         return result
 
