@@ -20,7 +20,7 @@ async def until(what: str, timeout: float, probe: Any) -> None:
         await asyncio.sleep(0.02)
 
 
-def test_reconnects_and_registers_its_tools_again(tmp_path: Path) -> None:
+def test_reconnects_and_registers_its_tools_again(tmp_path: Path, agora_binary: str) -> None:
     node = NodeProcess(tmp_path / "r")
     try:
         async def body() -> None:
@@ -55,7 +55,7 @@ def test_reconnects_and_registers_its_tools_again(tmp_path: Path) -> None:
         node.kill()
 
 
-def test_without_reconnection_calls_fail_once_closed(tmp_path: Path) -> None:
+def test_without_reconnection_calls_fail_once_closed(tmp_path: Path, agora_binary: str) -> None:
     node = NodeProcess(tmp_path / "n")
     try:
         async def body() -> None:
@@ -81,7 +81,7 @@ def test_reconnect_policy_is_bounded_and_checked() -> None:
             agora_mesh.Reconnect(**bad)
 
 
-def test_the_api_key_is_sent_and_a_missing_one_refused(tmp_path: Path) -> None:
+def test_the_api_key_is_sent_and_a_missing_one_refused(tmp_path: Path, agora_binary: str) -> None:
     key = "an-api-key-for-the-sdk-tests"
     node = NodeProcess(tmp_path / "k", env={"AGORA_API_KEY": key})
     try:
