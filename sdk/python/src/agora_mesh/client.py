@@ -29,6 +29,7 @@ from .errors import (
     Timeout,
     from_wire,
 )
+from .namespaces import Bridge, Guard, Improving, Learning, Memory, Micropayments, Node, Recursive, State, Tool
 
 #: The largest frame accepted from the node (its own replies are far smaller).
 MAX_FRAME_BYTES: Final = 8 * 1024 * 1024
@@ -141,19 +142,6 @@ class Client:
         self._failure: AgoraError | None = None
         #: How many times the connection was re-established (and its tools registered again).
         self.reconnects = 0
-        from .namespaces import (  # the namespaces need this class; imported here, once
-            Bridge,
-            Guard,
-            Improving,
-            Learning,
-            Memory,
-            Micropayments,
-            Node,
-            Recursive,
-            State,
-            Tool,
-        )
-
         self.state = State(self)
         self.guard = Guard(self)
         self.tool = Tool(self)
@@ -180,13 +168,13 @@ class Client:
                 self.timeout,
             )
         except asyncio.TimeoutError:
-            raise Timeout(None, f"{self.url} did not open a WebSocket within {self.timeout} s")
+            raise Timeout(None, f"{self.url} did not open a WebSocket within {self.timeout} s") from None
         except InvalidStatus as e:
             status = e.response.status_code
             body = e.response.body.decode("utf-8", "replace") if e.response.body else ""
-            raise ConnectionClosed(None, f"{self.url} refused the WebSocket (HTTP {status}): {body}".strip())
+            raise ConnectionClosed(None, f"{self.url} refused the WebSocket (HTTP {status}): {body}".strip()) from None
         except (OSError, InvalidHandshake, InvalidURI) as e:
-            raise ConnectionClosed(None, f"cannot connect to {self.url}: {e}")
+            raise ConnectionClosed(None, f"cannot connect to {self.url}: {e}") from None
         self._ws = ws
         self._loop = asyncio.get_running_loop()
         task = self._loop.create_task(self._read(ws))
