@@ -45,6 +45,25 @@ def test_the_namespaces_cover_the_method_table() -> None:
     run(body)
 
 
+def test_a_namespace_out_of_step_with_the_table_fails_at_import() -> None:
+    from agora_mesh.namespaces import Namespace, RpcMethod
+
+    with pytest.raises(TypeError, match="out of step"):
+        class Missing(Namespace):  # lacks record_episode
+            space = "state"
+            create_session: RpcMethod
+            get_session: RpcMethod
+            set_state: RpcMethod
+            get_state: RpcMethod
+            end_session: RpcMethod
+
+    with pytest.raises(TypeError, match="out of step"):
+        class Extra(Namespace):
+            space = "node"
+            info: RpcMethod
+            reboot: RpcMethod
+
+
 def test_params_are_converted_at_the_top_level_only() -> None:
     assert params_of(None, {"session_id": "s", "estimated_cost": 1}) == {"sessionId": "s", "estimatedCost": 1}
     assert params_of({"sessionId": "s", "x_y": {"a_b": 1}}, {"min_reputation": 0.8}) == {
