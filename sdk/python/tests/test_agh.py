@@ -59,7 +59,11 @@ def test_two_agents_greet_whois_say_direct_receipt_capability(node_a: NodeProces
             doc = {"id": "code.review", "summary": " Review a change ", "outcome": "Comments on the diff",
                    "requirements": ["repo-read", "repo-read", " "]}
             cap = await bob.capability(doc)
-            transferred = await alice.expect(lambda e: e["id"] == cap)
+            transferred: dict[str, Any] = {}
+            async for envelope in alice:  # the iterator form: every incoming envelope, in order
+                if envelope["id"] == cap:
+                    transferred = envelope
+                    break
             assert transferred["body"]["capability"]["digest"] == agh.capability_digest(doc)
             assert transferred["body"]["capability"]["requirements"] == ["repo-read"]
 

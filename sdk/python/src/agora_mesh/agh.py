@@ -23,7 +23,7 @@ import re
 import time
 import uuid
 from collections import deque
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, Final
@@ -313,20 +313,20 @@ class Agent:
 
     # -- receiving ------------------------------------------------------------------------
 
-    def __aiter__(self) -> AsyncIterator[dict[str, Any]]:
-        return self._iterate()
+    def __aiter__(self) -> Agent:
+        return self
 
-    async def _iterate(self) -> AsyncIterator[dict[str, Any]]:
-        while True:
-            frame = await self._incoming.get()
-            if frame is None:
-                self._incoming.put_nowait(None)
-                return
-            yield frame
+    async def __anext__(self) -> dict[str, Any]:
+        frame = await self._incoming.get()
+        if frame is None:
+            self._incoming.put_nowait(None)  # every later read ends too
+            raise StopAsyncIteration
+        return frame
 
-    async def expect(self, match: Any, timeout: float | None = None) -> dict[str, Any]:
+    async def expect(self, match: Callable[[dict[str, Any]], bool], timeout: float | None = None) -> dict[str, Any]:
         """The next incoming envelope for which ``match(envelope)`` is true (others are passed
         over), within ``timeout``."""
+
         async def first() -> dict[str, Any]:
             async for env in self:
                 if match(env):
