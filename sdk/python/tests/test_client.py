@@ -198,6 +198,34 @@ def test_timeout_of_a_call(node_a: NodeProcess) -> None:
     run(body)
 
 
+def test_a_call_waiting_for_room_gives_up_on_time_and_others_go_on(node_a: NodeProcess) -> None:
+    async def body() -> None:
+        async with agora_mesh.connect(node_a.rpc) as provider, agora_mesh.connect(node_a.rpc, max_in_flight=1) as client:
+            gate = asyncio.Event()
+
+            async def hold(params: Any) -> Any:
+                await gate.wait()
+                return "done"
+
+            tool = await provider.tool.register(hold, name="hold", description="holds", capabilities=["sdk-hold"])
+            held = asyncio.ensure_future(client.tool.invoke(tool_id=tool["toolId"], params={}))
+            loop = asyncio.get_running_loop()
+            deadline = loop.time() + 10
+            while provider._tool_calls == 0:  # the held call has the only slot
+                assert loop.time() < deadline, "the provider is asked"
+                await asyncio.sleep(0.01)
+            with pytest.raises(agora_mesh.Timeout, match="no room"):
+                await client.guard.check_safety(content="x", _timeout=0.2)
+            queued = asyncio.ensure_future(client.guard.check_safety(content="y"))
+            gate.set()
+            assert (await held)["result"] == "done"
+            assert (await asyncio.wait_for(queued, 10))["safe"] is True
+            with pytest.raises(ValueError):
+                await client.call("guard.checkSafety", {"content": "z"}, timeout=0)
+
+    run(body)
+
+
 def test_providers_answer_invocations(node_a: NodeProcess, node_b: NodeProcess) -> None:
     async def body() -> None:
         async with agora_mesh.connect(node_b.rpc) as provider, agora_mesh.connect(node_a.rpc) as caller:

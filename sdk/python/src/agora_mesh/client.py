@@ -365,7 +365,12 @@ class Client:
                 raise TypeError(f"{method}: params are not JSON: {e}") from None
         else:
             raise TypeError(f"params must be a dict, a list or None, not {type(params).__name__}")
-        limit = self.timeout if timeout is None else timeout
+        if timeout is None:
+            limit = self.timeout
+        elif timeout > 0:
+            limit = timeout
+        else:
+            raise ValueError("timeout must be positive")
         loop = self._loop or asyncio.get_running_loop()
         deadline = loop.time() + limit
         ws = self._ws
@@ -387,10 +392,11 @@ class Client:
         finally:
             self._pending.pop(call_id, None)
             self._free += 1
-            if self._room_waiters:
+            while self._room_waiters:
                 waiter = self._room_waiters.popleft()
-                if not waiter.done():
+                if not waiter.done():  # skip those that gave up
                     waiter.set_result(None)
+                    break
 
     def _arm(self, loop: asyncio.AbstractEventLoop, when: float) -> None:
         if self._sweeper is not None:
