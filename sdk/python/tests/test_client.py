@@ -64,6 +64,37 @@ def test_a_namespace_out_of_step_with_the_table_fails_at_import() -> None:
             reboot: RpcMethod
 
 
+def test_the_node_serves_every_method_of_the_table(node_a: NodeProcess) -> None:
+    async def body() -> None:
+        async with agora_mesh.connect(node_a.rpc) as client:
+            missing = []
+            for method in agora_mesh.METHODS:
+                try:
+                    await client.call(method, {})
+                except MethodNotFound:
+                    missing.append(method)
+                except AgoraError:
+                    pass  # served: {} is not a valid call of most methods
+            assert missing == []
+
+    run(body)
+
+
+def test_the_table_names_every_method_of_the_openrpc_document(node_a: NodeProcess) -> None:
+    async def body() -> None:
+        async with agora_mesh.connect(node_a.rpc) as client:
+            try:
+                doc = await client.call("rpc.discover")
+            except MethodNotFound:
+                pytest.skip("this node does not serve rpc.discover (OpenRPC) yet")
+            served = {m["name"] for m in doc["methods"]}
+            # The spec's other names of improving.* and the discovery method itself are not SDK calls.
+            served = {m for m in served if not m.startswith(("selfImproving.", "rpc."))}
+            assert served == set(agora_mesh.METHODS)
+
+    run(body)
+
+
 def test_params_are_converted_at_the_top_level_only() -> None:
     assert params_of(None, {"session_id": "s", "estimated_cost": 1}) == {"sessionId": "s", "estimatedCost": 1}
     assert params_of({"sessionId": "s", "x_y": {"a_b": 1}}, {"min_reputation": 0.8}) == {
