@@ -45,6 +45,7 @@ pub mod state;
 pub mod strict_key;
 pub mod timestamp;
 pub mod tool;
+pub mod tool_input;
 pub mod tool_record;
 pub mod topic;
 

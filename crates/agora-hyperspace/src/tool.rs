@@ -421,6 +421,9 @@ pub struct InvokePlan {
     pub peer_id: String,
     /// The tool's price (as registered here, or as its card says).
     pub price: Option<Price>,
+    /// The tool's input schema, to check the call's params against before its provider sees
+    /// them ([`crate::tool_input`]).
+    pub input_schema: Option<Value>,
 }
 
 /// The Tool primitive's state: local tools, analytics, and remote capability cards.
@@ -973,6 +976,7 @@ impl ToolRegistry {
                 },
                 peer_id: self.local_peer_id.clone(),
                 price: tool.price,
+                input_schema: crate::tool_input::input_schema(&tool.schema).cloned(),
             });
         }
         let mut expired_owner = None;
@@ -984,17 +988,17 @@ impl ToolRegistry {
                 continue;
             }
             if self.cards.is_live(&card.peer_id, now_ms) {
+                let record = card.tools.iter().find(|t| t.id == tool_id);
                 return Ok(InvokePlan {
                     tool_id: tool_id.to_owned(),
                     target: InvokeTarget::Remote {
                         peer_id: card.peer_id.clone(),
                     },
                     peer_id: card.peer_id.clone(),
-                    price: card
-                        .tools
-                        .iter()
-                        .find(|t| t.id == tool_id)
-                        .and_then(|t| t.price),
+                    price: record.and_then(|t| t.price),
+                    input_schema: record
+                        .and_then(|t| crate::tool_input::input_schema(&t.schema))
+                        .cloned(),
                 });
             }
             expired_owner.get_or_insert_with(|| card.peer_id.clone());

@@ -352,6 +352,28 @@ async fn a_registered_tool_is_discovered_and_invoked_on_its_provider() {
     .await;
     assert_eq!(r["result"]["tools"][0]["id"], tool.as_str(), "{r}");
 
+    // Params that do not match the tool's input schema never reach the provider (the next
+    // request it gets is the good one below): −32602 with every schema error.
+    for (id, bad) in [(20, json!("not-an-object")), (21, json!({"q": 7}))] {
+        let r = call(
+            &mut client,
+            id,
+            "tool.invoke",
+            json!({"toolId": tool, "params": bad}),
+        )
+        .await;
+        assert_eq!(r["error"]["code"], -32602, "{r}");
+        assert_eq!(r["error"]["data"]["field"], "params", "{r}");
+        assert!(
+            r["error"]["message"]
+                .as_str()
+                .unwrap()
+                .contains("input schema"),
+            "{r}"
+        );
+        assert!(!r["error"]["data"]["errors"].as_array().unwrap().is_empty());
+    }
+
     // The client's invoke reaches the provider as a JSON-RPC request on its own connection.
     let invoke = json!({"jsonrpc": "2.0", "id": 3, "method": "tool.invoke",
                         "params": {"toolId": tool, "params": {"q": "rust"}}});

@@ -200,7 +200,13 @@ impl Service {
         let payments = self.payments.clone();
         let principal = call.principal.clone();
         tokio::spawn(async move {
-            let mut params = params;
+            let mut params = match checked_input(params, plan.input_schema.clone()).await {
+                Ok(p) => p,
+                Err(e) => {
+                    let _ = call.reply.send(Err(e));
+                    return;
+                }
+            };
             // A priced tool is paid before it runs: here for a local tool (or a payment on a
             // channel this node pays), by the tool's node for a credential sent along.
             let mut paid = None;
@@ -296,10 +302,12 @@ impl Service {
                     session_id,
                     payment,
                 };
-                let (owner, price) = match self.tools.plan_invoke(&params, now_ms()) {
+                let (owner, price, schema) = match self.tools.plan_invoke(&params, now_ms()) {
                     Ok(plan) => match plan.target {
-                        InvokeTarget::Local { owner } => (Some(owner), plan.price),
-                        InvokeTarget::Remote { .. } => (None, None),
+                        InvokeTarget::Local { owner } => {
+                            (Some(owner), plan.price, plan.input_schema)
+                        }
+                        InvokeTarget::Remote { .. } => (None, None, None),
                     },
                     Err(e) => {
                         respond(&self.mesh, channel, Err(e)).await;
@@ -319,6 +327,13 @@ impl Service {
                 let payments = self.payments.clone();
                 let me = self.peer_id.clone();
                 tokio::spawn(async move {
+                    let params = match checked_input(params, schema).await {
+                        Ok(p) => p,
+                        Err(e) => {
+                            respond(&mesh, channel, Err(e)).await;
+                            return;
+                        }
+                    };
                     if let Some(price) = price {
                         let principal = crate::call::Principal::ApiKey;
                         let from = Some(peer.to_string());
@@ -340,6 +355,23 @@ impl Service {
             }
         }
     }
+}
+
+/// Checks a call's params against the tool's input schema, on a blocking thread (the
+/// validation is bounded but CPU-bound: [`agora_hyperspace::tool_input::check`]); before any
+/// payment, so a refused call costs nothing.
+async fn checked_input(
+    params: InvokeParams,
+    schema: Option<Value>,
+) -> Result<InvokeParams, RpcError> {
+    let Some(schema) = schema else {
+        return Ok(params);
+    };
+    tokio::task::spawn_blocking(move || {
+        agora_hyperspace::tool_input::check(&params.params, &schema).map(|()| params)
+    })
+    .await
+    .unwrap_or_else(|_| Err(RpcError::internal_error().with_message("input check failed")))
 }
 
 /// Runs one invocation and measures it. Its report for the service's analytics is handed over
