@@ -115,6 +115,8 @@ pub async fn run_until(
     let started = Instant::now();
     // Nothing is created (key, database, listeners) for a configuration that cannot run.
     config.validate()?;
+    // The faces' ports first: a node that cannot listen writes no key and no database.
+    let listeners = faces::serving::Listeners::bind(&config).await?;
     let keypair = keys::load_or_create(&config.data)?;
     let store = store::Store::open_async(&config.data).await?;
     let telemetry = Arc::new(telemetry::Telemetry::new());
@@ -124,7 +126,6 @@ pub async fn run_until(
     let (mesh_tx, mesh_rx) = mpsc::channel(4096);
     let (events_tx, events_rx) = mpsc::channel(4096);
     let (listening_tx, listening_rx) = mpsc::channel(16);
-    let listeners = faces::serving::Listeners::bind(&config).await?;
     let agtp_face = faces::agtp::start(&config, store.clone())
         .await
         .map_err(NodeError::Agtp)?;

@@ -1,6 +1,6 @@
 //! `agora bridge mcp add|list|remove`: the MCP bridge of a running node (Hyperspace spec §10.1,
 //! `bridge.registerMCPServer`, `bridge.listMCPServers`, `bridge.unregisterMCPServer`) from the
-//! shell, over the node's JSON-RPC face with the API key (`--token`/`AGORA_TOKEN`, as `agora
+//! shell, over the node's JSON-RPC face with the API key (`--api-key`/`AGORA_API_KEY`, as `agora
 //! call`). Output and exit codes are `agora call`'s (`call`).
 
 use std::collections::BTreeMap;

@@ -35,8 +35,15 @@ pub(crate) struct RpcOpts {
         value_name = "URL"
     )]
     rpc: String,
-    /// The API key or a session token, sent as `Authorization: Bearer`.
-    #[arg(long, env = "AGORA_TOKEN", hide_env_values = true, value_name = "T")]
+    /// The node's API key (or a session token), sent as `Authorization: Bearer`. `--token` and
+    /// `AGORA_TOKEN`, its earlier names, still work.
+    #[arg(
+        long = "api-key",
+        alias = "token",
+        env = "AGORA_API_KEY",
+        hide_env_values = true,
+        value_name = "KEY"
+    )]
     token: Option<String>,
 }
 
@@ -187,6 +194,19 @@ fn refusal(
     })
 }
 
+/// Where the JSON-RPC face is, for a client at another address.
+const RPC_FACE_HINT: &str = "`agora node` prints its JSON-RPC face as the `listening on rpc …` \
+                             line (ws://127.0.0.1:3100 by default); pass it with --rpc";
+
+/// Whether `v` is a JSON-RPC 2.0 message (or a batch of them).
+fn is_jsonrpc(v: &Value) -> bool {
+    match v {
+        Value::Object(o) => o.get("jsonrpc").is_some_and(|j| j == "2.0"),
+        Value::Array(items) => items.first().is_none_or(is_jsonrpc),
+        _ => false,
+    }
+}
+
 /// Whether `v` is the answer to `frame`: an array for a batch; for one call, a response with its
 /// id (or id `null`: the face could not read the request). Requests from the face to the client
 /// (they carry a `method`) are not answers.
@@ -209,10 +229,14 @@ async fn exchange(opts: &RpcOpts, frame: &Value) -> Result<Value, Failure> {
     let mut request = url
         .into_client_request()
         .map_err(|e| usage(format!("{url:?} is not a WebSocket URL: {e}")))?;
-    if let Some(t) = &opts.token {
+    let token = opts
+        .token
+        .clone()
+        .or_else(|| std::env::var("AGORA_TOKEN").ok().filter(|t| !t.is_empty()));
+    if let Some(t) = &token {
         let value = format!("Bearer {t}")
             .parse()
-            .map_err(|_| usage("the token cannot go in a header"))?;
+            .map_err(|_| usage("the API key cannot go in a header"))?;
         request.headers_mut().insert("authorization", value);
     }
     let connect = tokio_tungstenite::connect_async(request);
@@ -229,8 +253,23 @@ async fn exchange(opts: &RpcOpts, frame: &Value) -> Result<Value, Failure> {
         while let Some(msg) = ws.next().await {
             match msg {
                 Ok(Message::Text(t)) => {
-                    let v: Value = serde_json::from_str(t.as_str())
-                        .map_err(|e| usage(format!("the answer of {url} is not JSON: {e}")))?;
+                    let v: Value = serde_json::from_str(t.as_str()).map_err(|e| {
+                        usage(format!(
+                            "the answer of {url} is not JSON ({e}): is it the node's JSON-RPC \
+                             face? {RPC_FACE_HINT}"
+                        ))
+                    })?;
+                    if !is_jsonrpc(&v) {
+                        let mut said = v.to_string();
+                        if said.len() > 120 {
+                            let cut = (0..=120).rev().find(|&i| said.is_char_boundary(i));
+                            said.truncate(cut.unwrap_or(0));
+                            said.push('…');
+                        }
+                        return Err(usage(format!(
+                            "{url} is not a JSON-RPC face: it answered {said}. {RPC_FACE_HINT}"
+                        )));
+                    }
                     if answers(frame, &v) {
                         return Ok(v);
                     }

@@ -148,7 +148,11 @@ fn transport(node: &str, e: ureq::Error) -> Failure {
         e => e.to_string(),
     };
     if unreachable {
-        usage(format!("cannot reach the node at {node}: {detail}"))
+        usage(format!(
+            "cannot reach the node at {node}: {detail}. Is `agora node` running? Its HTTP API \
+             is the `listening on http …` line it prints (http://127.0.0.1:4411 by default): \
+             pass it with --node URL or AGORA_NODE"
+        ))
     } else {
         usage(format!("talking to {node}: {detail}"))
     }
@@ -217,17 +221,30 @@ pub(crate) async fn status(opts: ClientOpts) -> Outcome {
         return Ok(());
     }
     let agh = &v["agh"];
-    let rows = vec![
+    let mut rows = vec![
         vec![
             "peer id".into(),
             v["peer_id"].as_str().unwrap_or_default().into(),
         ],
         vec!["uptime".into(), format!("{} s", v["uptime_secs"])],
         vec!["listen".into(), strings(&v["listen"])],
-        vec![
-            "agh face".into(),
-            v["faces"]["agh"].as_str().unwrap_or_default().into(),
-        ],
+    ];
+    let http = v["faces"]["http"].as_str().unwrap_or_default();
+    for face in ["agh", "rpc", "http", "agtp"] {
+        let url = v["faces"][face].as_str().unwrap_or_default();
+        rows.push(vec![format!("{face} face"), url.into()]);
+    }
+    if !http.is_empty() {
+        rows.push(vec!["mcp face".into(), format!("{http}/mcp")]);
+        rows.push(vec![
+            "a2a face".into(),
+            format!("{http}/.well-known/agent-card.json"),
+        ]);
+    }
+    let text = |v: &Value| v.as_str().unwrap_or("-").to_owned();
+    rows.extend([
+        vec!["wallet".into(), text(&v["payments"]["walletAddress"])],
+        vec!["embedder".into(), text(&v["memory"]["embedder"])],
         vec![
             "connected nodes".into(),
             v["connected"].as_array().map_or(0, Vec::len).to_string(),
@@ -242,7 +259,7 @@ pub(crate) async fn status(opts: ClientOpts) -> Outcome {
                 agh["sent"], agh["received"], agh["rejected"]
             ),
         ],
-    ];
+    ]);
     table(&["FIELD", "VALUE"], &rows);
     Ok(())
 }

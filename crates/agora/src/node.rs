@@ -12,6 +12,11 @@ pub(crate) struct NodeArgs {
     /// Configuration file (default: ./agora.toml when present).
     #[arg(long, value_name = "FILE", env = "AGORA_CONFIG")]
     config: Option<PathBuf>,
+    /// Put every face and the p2p listener on a free port the system picks (port 0, on the
+    /// configured addresses): a second node next to a first one. The ports are in the
+    /// `listening on` lines.
+    #[arg(long)]
+    ephemeral_ports: bool,
     /// One flag per setting of `agora_node::config::SETTINGS`.
     #[command(flatten)]
     settings: Flags,
@@ -110,6 +115,9 @@ pub(crate) fn run(args: NodeArgs) -> ExitCode {
     let config = Config::load(args.config.as_deref(), ConfigPatch::default()).and_then(|mut c| {
         c.apply(Config::env_overrides(|k| std::env::var(k).ok())?)?;
         c.apply(flags)?;
+        if args.ephemeral_ports {
+            c.ephemeral_ports();
+        }
         c.validate()?;
         Ok(c)
     });

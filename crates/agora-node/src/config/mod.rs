@@ -248,6 +248,30 @@ pub enum ConfigError {
 }
 
 impl Config {
+    /// Every listener on port 0 (`--ephemeral-ports`): the faces' addresses and every TCP or
+    /// UDP port of the p2p addresses.
+    pub fn ephemeral_ports(&mut self) {
+        use libp2p::multiaddr::Protocol;
+        for addr in [
+            &mut self.agh_listen,
+            &mut self.http_listen,
+            &mut self.rpc_listen,
+            &mut self.agtp_listen,
+        ] {
+            addr.set_port(0);
+        }
+        for addr in &mut self.p2p_listen {
+            *addr = addr
+                .iter()
+                .map(|p| match p {
+                    Protocol::Tcp(_) => Protocol::Tcp(0),
+                    Protocol::Udp(_) => Protocol::Udp(0),
+                    p => p,
+                })
+                .collect();
+        }
+    }
+
     /// Loads `file` (when given, it must exist; otherwise `./agora.toml` is used if present)
     /// and applies `layer` on top. Call [`Config::validate`] after the last layer.
     pub fn load(file: Option<&Path>, layer: ConfigPatch) -> Result<Self, ConfigError> {

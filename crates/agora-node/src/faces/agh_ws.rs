@@ -9,6 +9,7 @@
 use agora_agh::MAX_ENVELOPE_BYTES;
 use axum::Router;
 use axum::extract::State;
+use axum::extract::ws::rejection::WebSocketUpgradeRejection;
 use axum::extract::ws::{CloseFrame, Message, WebSocket, WebSocketUpgrade, close_code};
 use axum::response::Response;
 use axum::routing::get;
@@ -17,18 +18,29 @@ use tokio::sync::{mpsc, oneshot};
 
 use crate::agh::{AGENT_QUEUE, Input, Verdict};
 use crate::faces::state::AppState;
+use crate::faces::wrong_face::{self, Faces};
 
 /// Largest WebSocket message (and frame) from an agent: one envelope and some slack.
 const MAX_AGENT_MESSAGE: usize = MAX_ENVELOPE_BYTES + 1024;
 
 /// The AGH face: `GET /agh/v0` upgrades to a WebSocket; each text frame is one envelope.
 pub fn agh_face(state: AppState) -> Router {
+    let faces = Faces::new(std::sync::Arc::clone(&state.faces));
+    let told = wrong_face::not_upgraded(faces, "AGH", "agh");
     Router::new()
-        .route("/agh/v0", get(agh_ws))
+        .route("/agh/v0", get(agh_ws).fallback(told.clone()))
+        .fallback(told)
         .with_state(state)
 }
 
-async fn agh_ws(State(state): State<AppState>, ws: WebSocketUpgrade) -> Response {
+async fn agh_ws(
+    State(state): State<AppState>,
+    ws: Result<WebSocketUpgrade, WebSocketUpgradeRejection>,
+) -> Response {
+    let faces = Faces::new(std::sync::Arc::clone(&state.faces));
+    let Ok(ws) = ws else {
+        return wrong_face::upgrade_required(&faces, "AGH", &faces.url("agh"));
+    };
     ws.max_message_size(MAX_AGENT_MESSAGE)
         .max_frame_size(MAX_AGENT_MESSAGE)
         .on_upgrade(move |socket| agent_session(state, socket))
@@ -98,6 +110,17 @@ async fn agent_session(state: AppState, socket: WebSocket) {
         };
         match message {
             Message::Text(text) => {
+                if let Some(id) = wrong_face::jsonrpc_id(text.as_str()) {
+                    // A JSON-RPC client at the wrong address: one answer it can read.
+                    let faces = Faces::new(std::sync::Arc::clone(&state.faces));
+                    let error = agora_hyperspace::jsonrpc::RpcError::invalid_request()
+                        .with_message(faces.jsonrpc_on_agh());
+                    let reply = serde_json::json!({
+                        "jsonrpc": "2.0", "id": id, "error": error,
+                    });
+                    let _ = frames_tx.try_send(reply.to_string());
+                    continue;
+                }
                 let input = Input::FromAgent {
                     conn,
                     bytes: text.as_bytes().to_vec(),

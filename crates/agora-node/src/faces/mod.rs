@@ -11,6 +11,7 @@
 //! | [`nats`] | the AGH bridge to NATS (over `async-nats`) |
 //! | [`serving`] | binding the listeners, serving every face until the node stops |
 //! | [`state`] | what the axum faces share: the services' senders |
+//! | [`wrong_face`] | one line naming the right face for a client that speaks another face's protocol |
 
 pub mod a2a;
 pub mod agh_ws;
@@ -22,3 +23,4 @@ pub mod rpc;
 pub mod serve;
 pub mod serving;
 pub mod state;
+pub mod wrong_face;

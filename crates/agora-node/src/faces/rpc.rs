@@ -65,6 +65,7 @@ use agora_bucket::TokenBucket;
 use agora_hyperspace::jsonrpc::{self, ErrorResponse, Frame, Id, Request, Response, RpcError};
 use axum::Router;
 use axum::extract::State;
+use axum::extract::ws::rejection::WebSocketUpgradeRejection;
 use axum::extract::ws::{CloseFrame, Message, Utf8Bytes, WebSocket, WebSocketUpgrade, close_code};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::IntoResponse;
@@ -78,6 +79,7 @@ use tokio::sync::{Notify, mpsc, oneshot};
 pub use crate::call::{Call, Principal};
 use crate::config::RpcConfig;
 use crate::config::rpc::MAX_MESSAGE_BYTES;
+use crate::faces::wrong_face::{self, Faces};
 
 /// Largest batch accepted.
 pub const MAX_BATCH: usize = 256;
@@ -446,6 +448,8 @@ pub struct RpcState {
     pub closed: Option<mpsc::Sender<u64>>,
     /// Counts calls per method and outcome, and their latency.
     pub telemetry: Option<Arc<crate::telemetry::Telemetry>>,
+    /// The node's faces, to name the right one to a client at the wrong one.
+    pub faces: Faces,
 }
 
 impl RpcState {
@@ -472,6 +476,7 @@ impl RpcState {
             links,
             closed,
             telemetry: None,
+            faces: Faces::default(),
         }
     }
 
@@ -492,12 +497,16 @@ impl RpcState {
                         principal: Principal::Session(session.clone()),
                         token: Some(t.to_owned()),
                     })
-                    .ok_or("unknown API key or session token")
+                    .ok_or(
+                        "unknown API key or session token (the agora CLI sends the key given \
+                         with --api-key KEY or AGORA_API_KEY)",
+                    )
             }
             (None, None) if self.loopback => Ok(trusted(Principal::Local)),
-            (None, _) => {
-                Err("an Authorization: Bearer <API key or session token> header is required")
-            }
+            (None, _) => Err(
+                "an Authorization: Bearer <API key or session token> header is required (the \
+                     agora CLI sends the key given with --api-key KEY or AGORA_API_KEY)",
+            ),
         }
     }
 
@@ -553,16 +562,24 @@ fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
 // Connections
 // ---------------------------------------------------------------------------------------------
 
-/// The face's router: the WebSocket endpoint at `/`.
+/// The face's router: the WebSocket endpoint at `/`; anything else is told where it is
+/// ([`wrong_face::upgrade_required`]).
 pub fn face(state: RpcState) -> Router {
-    Router::new().route("/", get(upgrade)).with_state(state)
+    let told = wrong_face::not_upgraded(state.faces.clone(), "JSON-RPC", "rpc");
+    Router::new()
+        .route("/", get(upgrade).fallback(told.clone()))
+        .fallback(told)
+        .with_state(state)
 }
 
 async fn upgrade(
     State(state): State<RpcState>,
     headers: HeaderMap,
-    ws: WebSocketUpgrade,
+    ws: Result<WebSocketUpgrade, WebSocketUpgradeRejection>,
 ) -> axum::response::Response {
+    let Ok(ws) = ws else {
+        return wrong_face::upgrade_required(&state.faces, "JSON-RPC", &state.faces.url("rpc"));
+    };
     let caller = match state.authenticate(&headers) {
         Ok(c) => c,
         Err(why) => {
@@ -820,7 +837,14 @@ impl Conn {
             )));
             Frame::Single(Err(ErrorResponse::new(Id::null(), e)))
         } else {
-            jsonrpc::parse_frame(text.as_str())
+            match jsonrpc::parse_frame(text.as_str()) {
+                // An AGH agent at the wrong address: one line naming the AGH face.
+                Frame::Single(Err(_)) if wrong_face::is_envelope(text.as_str()) => {
+                    let e = RpcError::invalid_request().with_message(state.faces.envelope_on_rpc());
+                    Frame::Single(Err(ErrorResponse::new(Id::null(), e)))
+                }
+                frame => frame,
+            }
         };
         let len = text.len();
         drop(text);

@@ -501,10 +501,16 @@ enum Refusal {
     )]
     Origin(String),
     /// No credentials.
-    #[error("an Authorization: Bearer <API key> header is required")]
+    #[error(
+        "an Authorization: Bearer <API key> header is required (the agora CLI sends the key \
+         given with --api-key KEY or AGORA_API_KEY)"
+    )]
     NoKey,
     /// Wrong credentials.
-    #[error("the API key is wrong")]
+    #[error(
+        "the API key is wrong (the agora CLI sends the key given with --api-key KEY or \
+         AGORA_API_KEY)"
+    )]
     WrongKey,
 }
 

@@ -18,7 +18,7 @@ use crate::config::Config;
 
 /// A listener could not be bound or failed.
 #[derive(Debug, thiserror::Error)]
-#[error("{face} listener on {addr}: {source}")]
+#[error("{face} listener on {addr}: {source}{}", in_use_hint(self))]
 pub struct ListenError {
     /// Face name.
     pub face: &'static str,
@@ -35,6 +35,19 @@ pub struct Listeners {
     http: (TcpListener, SocketAddr),
     rpc: (TcpListener, SocketAddr),
     agtp: (TcpListener, SocketAddr),
+}
+
+/// For an address in use: what to do about it.
+fn in_use_hint(e: &ListenError) -> String {
+    if e.source.kind() != std::io::ErrorKind::AddrInUse {
+        return String::new();
+    }
+    format!(
+        " (another process, perhaps a first node, listens there: give this one another address \
+         with --{}-listen, port 0 for any free one, or --ephemeral-ports to put every face on a \
+         free port)",
+        e.face
+    )
 }
 
 async fn bind(face: &'static str, addr: SocketAddr) -> Result<TcpListener, ListenError> {
@@ -166,10 +179,49 @@ pub fn start(
         allowed_origins: config.allowed_origins.clone(),
         http_port: listeners.http.1.port(),
     });
+    let faces = super::wrong_face::Faces::new(Arc::clone(&state.faces));
+    let http_faces = faces.clone();
     let http_server = face(
         listeners.http.0,
         "http",
-        http::http_face(state).merge(mcp),
+        {
+            let told = move |method: axum::http::Method,
+                             headers: axum::http::HeaderMap,
+                             uri: axum::http::Uri| {
+                let faces = http_faces.clone();
+                async move { super::wrong_face::http_fallback(&faces, &method, &headers, uri.path()) }
+            };
+            // The HTTP API serves no WebSocket: an upgrade anywhere is a client that meant
+            // another face.
+            let upgrades = faces.clone();
+            let no_upgrade = axum::middleware::from_fn(
+                move |request: axum::extract::Request, next: axum::middleware::Next| {
+                    let faces = upgrades.clone();
+                    async move {
+                        let websocket = request
+                            .headers()
+                            .get(axum::http::header::UPGRADE)
+                            .and_then(|v| v.to_str().ok())
+                            .is_some_and(|v| v.eq_ignore_ascii_case("websocket"));
+                        if websocket {
+                            let (method, path) = (request.method(), request.uri().path());
+                            return super::wrong_face::http_fallback(
+                                &faces,
+                                method,
+                                request.headers(),
+                                path,
+                            );
+                        }
+                        next.run(request).await
+                    }
+                },
+            );
+            http::http_face(state)
+                .merge(mcp)
+                .method_not_allowed_fallback(told.clone())
+                .fallback(told)
+                .layer(no_upgrade)
+        },
         serve::Access {
             public_paths: if config.public_reads {
                 http::READ_ONLY_PATHS
@@ -190,6 +242,7 @@ pub fn start(
     rpc_state.limits = config.rpc.clone();
     rpc_state.ping_every = serve::ws_ping_interval(config.ws_idle_timeout);
     rpc_state.telemetry = Some(Arc::clone(&telemetry));
+    rpc_state.faces = faces.clone();
     // The JSON-RPC face checks its credentials itself (the API key or a session token).
     let rpc_server = face(
         listeners.rpc.0,
@@ -208,6 +261,7 @@ pub fn start(
             agtp::listener::ListenerConfig {
                 tls: agtp_face.tls,
                 server_id: agtp_face.ans.name().to_owned(),
+                http_hint: Some(faces.http_on_agtp()),
                 ..agtp::listener::ListenerConfig::default()
             },
             Arc::new(agtp::listener::CountedAgtp(

@@ -129,7 +129,7 @@ fn cli(node: &support::Node, args: &[&str]) -> std::process::Output {
     Command::new(env!("CARGO_BIN_EXE_agora"))
         .args(["bridge", "mcp"])
         .args(args)
-        .args(["--rpc", &node.rpc, "--token", TEST_API_KEY])
+        .args(["--rpc", &node.rpc, "--api-key", TEST_API_KEY])
         .env_remove("AGORA_TOKEN")
         .env_remove("AGORA_RPC")
         .output()

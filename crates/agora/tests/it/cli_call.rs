@@ -20,6 +20,7 @@ fn agora_with(args: &[&str], env: &[(&str, &str)], input: Option<&str>) -> Outpu
         .args(args)
         .env_remove("AGORA_RPC")
         .env_remove("AGORA_TOKEN")
+        .env_remove("AGORA_API_KEY")
         .envs(env.iter().copied())
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
@@ -164,7 +165,8 @@ async fn tools_lists_a_registered_tool_and_the_key_is_sent() {
         stderr(&refused).trim_end(),
         format!(
             "agora: {rpc} refused the connection (HTTP 401 Unauthorized): an Authorization: \
-             Bearer <API key or session token> header is required"
+             Bearer <API key or session token> header is required (the agora CLI sends the key \
+             given with --api-key KEY or AGORA_API_KEY)"
         )
     );
     let wrong = agora(&[
@@ -181,11 +183,11 @@ async fn tools_lists_a_registered_tool_and_the_key_is_sent() {
         stderr(&wrong).trim_end(),
         format!(
             "agora: {rpc} refused the connection (HTTP 401 Unauthorized): unknown API key or \
-             session token"
+             session token (the agora CLI sends the key given with --api-key KEY or AGORA_API_KEY)"
         )
     );
     assert!(wrong.stdout.is_empty());
-    let listed = agora(&["tools", "--rpc", rpc, "--token", support::TEST_API_KEY]);
+    let listed = agora(&["tools", "--rpc", rpc, "--api-key", support::TEST_API_KEY]);
     assert_eq!(
         listed.status.code(),
         Some(0),

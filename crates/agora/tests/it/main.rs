@@ -49,3 +49,4 @@ mod nats;
 mod payments;
 mod restart;
 mod rpc;
+mod wrong_face;

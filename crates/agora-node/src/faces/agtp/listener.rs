@@ -70,6 +70,9 @@ pub struct ListenerConfig {
     pub tls: Option<TlsAcceptor>,
     /// The `Server-ID` sent on every response. Default `agora`.
     pub server_id: String,
+    /// What an HTTP client is told (an HTTP/1.1 400 with this line, instead of an AGTP 400 it
+    /// cannot read): [`crate::faces::wrong_face::Faces::http_on_agtp`]. `None` answers AGTP.
+    pub http_hint: Option<String>,
 }
 
 /// Stamps `Server-ID` and `Response-ID` on the listener's responses.
@@ -122,6 +125,7 @@ impl Default for ListenerConfig {
             max_connections: 1024,
             tls: None,
             server_id: "agora".into(),
+            http_hint: None,
         }
     }
 }
@@ -135,6 +139,7 @@ impl fmt::Debug for ListenerConfig {
             .field("max_connections", &self.max_connections)
             .field("tls", &self.tls.is_some())
             .field("server_id", &self.server_id)
+            .field("http_hint", &self.http_hint)
             .finish()
     }
 }
@@ -276,6 +281,20 @@ async fn session<S: Stream, H: Handler>(
                 }
             }
             Err(e) => {
+                if let Some(hint) = &config.http_hint
+                    && start == 0
+                    && crate::faces::wrong_face::is_http_request(&buf)
+                {
+                    tracing::debug!(%remote, "an HTTP request on the AGTP face; answering 400");
+                    let body = serde_json::json!({ "error": hint }).to_string();
+                    let answer = format!(
+                        "HTTP/1.1 400 Bad Request\r\ncontent-type: application/json\r\n\
+                         content-length: {}\r\nconnection: close\r\n\r\n{body}",
+                        body.len()
+                    );
+                    write(&mut io, answer.as_bytes(), config.idle_timeout).await?;
+                    return close_quietly(&mut io).await;
+                }
                 tracing::debug!(%remote, error = %e, "AGTP request malformed; answering 400");
                 let mut response = bad_request(e);
                 stamp.apply(&mut response);
