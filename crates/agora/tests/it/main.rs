@@ -49,4 +49,5 @@ mod nats;
 mod payments;
 mod restart;
 mod rpc;
+mod sdk_python;
 mod wrong_face;
