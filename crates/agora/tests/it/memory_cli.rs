@@ -96,3 +96,91 @@ fn a_bad_configuration_is_a_usage_error() {
     assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
     assert!(stderr(&out).contains("configuration"), "{}", stderr(&out));
 }
+
+/// `agora memory reembed`: memories stored with the lexical fallback move to MiniLM once it is
+/// installed, so that one scale ranks them all; a session token may not, and a node without a
+/// model says what to do.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reembed_moves_lexical_memories_to_the_installed_model() {
+    use serde_json::json;
+
+    use crate::support::{self, rpc_call, rpc_connect, spawn_node_env};
+    let model = std::env::var_os("AGORA_MINILM_DIR").map(std::path::PathBuf::from);
+    let present = model
+        .as_ref()
+        .is_some_and(|m| m.join("model.safetensors").exists());
+    if !support::external(
+        "the MiniLM model (AGORA_MINILM_DIR)",
+        present,
+        "agora memory install-model --data DIR; AGORA_MINILM_DIR=DIR/models/all-minilm-l6-v2",
+    ) {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("n");
+    let lexical = [("AGORA_MEMORY_EMBEDDER", "lexical")];
+    let mut node = spawn_node_env(&data, &[], 30, &[], &lexical);
+    let mut ws = rpc_connect(&node.rpc).await;
+    for n in 0..20u64 {
+        let r = rpc_call(
+            &mut ws,
+            n + 1,
+            "memory.store",
+            json!({ "content": format!("note {n}: retry with exponential backoff and jitter") }),
+        )
+        .await;
+        assert!(r["result"]["id"].is_string(), "{r}");
+    }
+    // Nothing to move to while the lexical embedder is the default.
+    let reembed = |rpc: &str| {
+        let out = Command::new(env!("CARGO_BIN_EXE_agora"))
+            .args(["memory", "reembed", "--batch", "8", "--rpc", rpc])
+            .env_remove("AGORA_API_KEY")
+            .env_remove("AGORA_TOKEN")
+            .output()
+            .unwrap();
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            stderr(&out),
+        )
+    };
+    let (code, _, said) = reembed(&node.rpc);
+    assert_eq!(code, Some(1), "{said}");
+    assert!(said.contains("install-model"), "{said}");
+    drop(ws);
+    node.terminate().await;
+    drop(node);
+
+    // The model installed, the node restarted: the old memories move, 8 per call.
+    std::fs::create_dir_all(data.join("models")).unwrap();
+    std::os::unix::fs::symlink(model.unwrap(), data.join("models").join("all-minilm-l6-v2"))
+        .unwrap();
+    let node = spawn_node_env(&data, &[], 30, &[], &[("AGORA_MEMORY_EMBEDDER", "minilm")]);
+    let (code, out, said) = reembed(&node.rpc);
+    assert_eq!(code, Some(0), "{said}");
+    assert_eq!(
+        out.trim(),
+        "reembedded 20 memories; 0 left, 0 not written to any owner",
+        "{said}"
+    );
+    assert_eq!(said.lines().count(), 3, "20 in calls of 8: {said}");
+    let mut ws = rpc_connect(&node.rpc).await;
+    let found = rpc_call(
+        &mut ws,
+        1,
+        "memory.search",
+        json!({ "query": "backoff strategy", "limit": 20 }),
+    )
+    .await;
+    let memories = found["result"]["memories"].as_array().unwrap();
+    assert_eq!(memories.len(), 20, "{found}");
+    assert!(
+        memories.iter().all(|m| m["embedder"] == "minilm-l6-v2"),
+        "every memory on one scale: {found}"
+    );
+    // A second run has nothing left to do.
+    let (code, out, _) = reembed(&node.rpc);
+    assert_eq!(code, Some(0));
+    assert!(out.starts_with("reembedded 0 memories; 0 left"), "{out}");
+}

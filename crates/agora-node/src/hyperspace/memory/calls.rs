@@ -55,6 +55,7 @@ impl Shared {
                 self.archive(principal, ArchiveParams::parse(p, limits)?)
                     .await
             }
+            methods::REEMBED => self.reembed(principal, reembed_limit(p)?).await,
             _ => Err(RpcError::method_not_found()
                 .with_data(Value::String(format!("unknown method {method:?}")))),
         }
@@ -475,5 +476,101 @@ impl Shared {
             return Err(replication_failed(required, acked.len()));
         }
         Ok(json!({ "archived": true, "tier": "archival" }))
+    }
+
+    /// `memory.reembed {limit?}`: moves up to `limit` of the memories this node holds from the
+    /// lexical fallback (`lexical-v1`) to the default embedder, each as a new version sent to
+    /// its owners, as an archive is. Only lexical memories move, so nodes with different
+    /// embedders never undo each other; a memory changed meanwhile is left for the next call.
+    /// `{reembedded, failed, remaining, from, to}`; the operator (`agora memory reembed`)
+    /// calls it until nothing remains.
+    pub(super) async fn reembed(
+        self: &Arc<Self>,
+        principal: &Principal,
+        limit: usize,
+    ) -> Result<Value, RpcError> {
+        const FROM: &str = agora_embed::Lexical::ID;
+        if matches!(principal, Principal::Session(_)) {
+            return Err(RpcError::invalid_request()
+                .with_message("memory.reembed needs the API key, not a session token"));
+        }
+        let embedder = self.embedders.default_embedder();
+        let to = embedder.id().to_owned();
+        if to == FROM {
+            return Err(RpcError::invalid_params().with_message(format!(
+                "the default embedder is {FROM}, so there is nothing to move to: install a model \
+                 (agora memory install-model) and restart the node"
+            )));
+        }
+        let (records, total) = self.shard.of_embedder(FROM, limit);
+        let (mut reembedded, mut failed) = (0usize, 0usize);
+        for batch in records.chunks(REEMBED_BATCH) {
+            let texts: Vec<String> = batch.iter().map(|r| r.content.clone()).collect();
+            let model = Arc::clone(&embedder);
+            let deadline = Instant::now() + self.settings.budget;
+            let vectors = self
+                .pool
+                .run(methods::REEMBED, deadline, move || {
+                    let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
+                    model
+                        .embed(&refs)
+                        .map_err(|e| internal(format!("embedding failed: {e}")))
+                })
+                .await?;
+            let writes = batch.iter().zip(vectors).filter_map(|(held, vector)| {
+                // Left for the next call when it changed since it was read.
+                let same = matches!(self.shard.get(&held.id),
+                    Some(Entry::Live(now)) if now.version == held.version);
+                same.then(|| {
+                    let mut record = held.clone();
+                    record.embedder.clone_from(&to);
+                    record.vector = vector;
+                    record.version = Version {
+                        timestamp_ms: now_ms().max(held.version.timestamp_ms.saturating_add(1)),
+                        peer_id: self.me.clone(),
+                    };
+                    let owners = self.owners(&record.id);
+                    async move { self.replicate(&Entry::Live(record), &owners).await }
+                })
+            });
+            for acked in join_all(writes).await {
+                if acked.is_empty() {
+                    failed += 1;
+                } else {
+                    reembedded += 1;
+                }
+            }
+        }
+        self.count("reembedded");
+        Ok(json!({
+            "reembedded": reembedded,
+            "failed": failed,
+            "remaining": total.saturating_sub(reembedded),
+            "from": FROM,
+            "to": to,
+        }))
+    }
+}
+
+/// Memories embedded in one worker call by `memory.reembed`: MiniLM takes a few milliseconds per
+/// text, so a batch stays well inside the worker budget.
+const REEMBED_BATCH: usize = 16;
+
+/// Most memories one `memory.reembed` call moves.
+pub(super) const MAX_REEMBED: usize = 4096;
+
+/// `memory.reembed`'s `limit` (default 256, 1 to [`MAX_REEMBED`]).
+fn reembed_limit(p: &Value) -> Result<usize, RpcError> {
+    match p.get("limit") {
+        None | Some(Value::Null) => Ok(256),
+        Some(v) => v
+            .as_u64()
+            .and_then(|n| usize::try_from(n).ok())
+            .filter(|n| (1..=MAX_REEMBED).contains(n))
+            .ok_or_else(|| {
+                RpcError::invalid_params()
+                    .with_message(format!("limit: an integer from 1 to {MAX_REEMBED}"))
+                    .with_data(json!({ "field": "limit" }))
+            }),
     }
 }

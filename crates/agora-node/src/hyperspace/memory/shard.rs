@@ -433,6 +433,23 @@ impl Shard {
         self.read().versions.clone()
     }
 
+    /// Up to `limit` live memories whose vectors `embedder` made (vectors stripped), by id, and
+    /// how many there are.
+    pub(super) fn of_embedder(&self, embedder: &str, limit: usize) -> (Vec<MemoryRecord>, usize) {
+        let state = self.read();
+        let mut held: Vec<&MemoryRecord> = state
+            .entries
+            .values()
+            .filter_map(|h| match &h.entry {
+                Entry::Live(r) if r.embedder == embedder => Some(r),
+                _ => None,
+            })
+            .collect();
+        let total = held.len();
+        held.sort_by(|a, b| a.id.cmp(&b.id));
+        (held.into_iter().take(limit).cloned().collect(), total)
+    }
+
     /// Live memories of `session`, oldest first (vectors stripped), and how many there are.
     pub(super) fn list(&self, session: &str, limit: usize) -> (Vec<Entry>, u64) {
         let state = self.read();
