@@ -486,22 +486,12 @@ const PLACES: [&str; 5] = [
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn minilm_finds_the_spec_example_among_a_thousand_others() {
-    let model = std::env::var_os("AGORA_MINILM_DIR").map(std::path::PathBuf::from);
-    let present = model
-        .as_ref()
-        .is_some_and(|m| m.join("model.safetensors").exists());
-    if !support::external(
-        "the MiniLM model (AGORA_MINILM_DIR)",
-        present,
-        "agora memory install-model --data DIR; AGORA_MINILM_DIR=DIR/models/all-minilm-l6-v2",
-    ) {
+    let Some(model) = support::minilm_model() else {
         return;
-    }
+    };
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("n");
-    std::fs::create_dir_all(data.join("models")).unwrap();
-    std::os::unix::fs::symlink(model.unwrap(), data.join("models").join("all-minilm-l6-v2"))
-        .unwrap();
+    support::install_minilm(&data, &model);
     let node = spawn_node_env(&data, &[], 30, &[], &[("AGORA_MEMORY_EMBEDDER", "minilm")]);
     let mut ws = rpc_connect(&node.rpc).await;
     let mut n = 0u64;

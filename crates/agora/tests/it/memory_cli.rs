@@ -105,17 +105,9 @@ async fn reembed_moves_lexical_memories_to_the_installed_model() {
     use serde_json::json;
 
     use crate::support::{self, rpc_call, rpc_connect, spawn_node_env};
-    let model = std::env::var_os("AGORA_MINILM_DIR").map(std::path::PathBuf::from);
-    let present = model
-        .as_ref()
-        .is_some_and(|m| m.join("model.safetensors").exists());
-    if !support::external(
-        "the MiniLM model (AGORA_MINILM_DIR)",
-        present,
-        "agora memory install-model --data DIR; AGORA_MINILM_DIR=DIR/models/all-minilm-l6-v2",
-    ) {
+    let Some(model) = support::minilm_model() else {
         return;
-    }
+    };
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("n");
     let lexical = [("AGORA_MEMORY_EMBEDDER", "lexical")];
@@ -153,9 +145,7 @@ async fn reembed_moves_lexical_memories_to_the_installed_model() {
     drop(node);
 
     // The model installed, the node restarted: the old memories move, 8 per call.
-    std::fs::create_dir_all(data.join("models")).unwrap();
-    std::os::unix::fs::symlink(model.unwrap(), data.join("models").join("all-minilm-l6-v2"))
-        .unwrap();
+    support::install_minilm(&data, &model);
     let node = spawn_node_env(&data, &[], 30, &[], &[("AGORA_MEMORY_EMBEDDER", "minilm")]);
     let (code, out, said) = reembed(&node.rpc);
     assert_eq!(code, Some(0), "{said}");

@@ -798,3 +798,24 @@ pub(crate) fn a2a_card_key(dir: &Path, kid: &str) -> agora_agtp::signature::AnsS
     std::fs::write(dir.join(format!("{kid}.pub.json")), public.to_string()).unwrap();
     key
 }
+
+/// The installed MiniLM model (`AGORA_MINILM_DIR`), or `None` after [`external`]'s line.
+pub(crate) fn minilm_model() -> Option<PathBuf> {
+    let model = std::env::var_os("AGORA_MINILM_DIR").map(PathBuf::from);
+    let present = model
+        .as_ref()
+        .is_some_and(|m| m.join("model.safetensors").exists());
+    external(
+        "the MiniLM model (AGORA_MINILM_DIR)",
+        present,
+        "agora memory install-model --data DIR; AGORA_MINILM_DIR=DIR/models/all-minilm-l6-v2",
+    )
+    .then_some(model)
+    .flatten()
+}
+
+/// Puts `model` where a node with data in `data` finds it (a symlink).
+pub(crate) fn install_minilm(data: &Path, model: &Path) {
+    std::fs::create_dir_all(data.join("models")).unwrap();
+    std::os::unix::fs::symlink(model, data.join("models").join("all-minilm-l6-v2")).unwrap();
+}
