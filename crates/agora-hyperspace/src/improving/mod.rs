@@ -20,6 +20,8 @@ pub mod augment;
 pub mod gossip;
 pub mod library;
 pub mod params;
+
+pub use params::DOCS;
 pub mod trajectory;
 
 /// `improving.recordTrajectory`.

@@ -18,6 +18,8 @@
 //! ([`not_found`]).
 
 pub mod params;
+
+pub use params::DOCS;
 pub mod playbook;
 pub mod reflect;
 

@@ -20,6 +20,8 @@
 //! | [`sync`] | anti-entropy digests and version diffs |
 
 pub mod params;
+
+pub use params::DOCS;
 pub mod record;
 pub mod ring;
 pub mod search;
