@@ -1227,25 +1227,24 @@ mod tests {
         )
         .unwrap_err();
         assert_eq!(error.code, RpcCode::INVALID_PARAMS);
-        assert!(
-            error
-                .message
-                .starts_with("Invalid params: reward: invalid type"),
-            "{}",
-            error.message
+        assert_eq!(
+            error.message,
+            "Invalid params: reward: value is not of type \"number\""
         );
-        assert_eq!(error.data, Some(json!({"field": "reward"})));
+        assert_eq!(
+            error.data,
+            Some(json!({"field": "reward", "errors": [
+                {"field": "reward", "reason": "value is not of type \"number\""}
+            ]}))
+        );
 
         let error = parse_params::<SetStateParams>(
             &json!({"sessionId": "s", "key": "k"}),
             &["sessionId", "key", "value"],
         )
         .unwrap_err();
-        assert_eq!(
-            error.message,
-            "Invalid params: value: missing field `value`"
-        );
-        assert_eq!(error.data, Some(json!({"field": "value"})));
+        assert_eq!(error.message, "Invalid params: value: required");
+        assert_eq!(error.data.unwrap()["field"], "value");
     }
 
     #[test]
