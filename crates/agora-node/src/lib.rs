@@ -15,6 +15,7 @@
 //! | | [`bridge`] | the bridges (spec §10): MCP servers' tools and A2A agents' skills as tools of this node |
 //! | | [`call`] | a JSON-RPC call as a face hands it to a service |
 //! | | [`routes`] | the routers: calls by method prefix, mesh events by topic, protocol or kind, to the service that declares them |
+//! | | [`openrpc`] | the OpenRPC document of the JSON-RPC face, built from every service's method table; `rpc.discover` |
 //! | infrastructure | [`config`] | defaults, `agora.toml`, `AGORA_*` variables, flags |
 //! | | [`clock`] | the wall clock the services read for protocol timestamps |
 //! | | [`keys`] | the node's Ed25519 identity file |
@@ -35,6 +36,7 @@ pub mod faces;
 pub mod hyperspace;
 pub mod keys;
 pub mod mesh;
+pub mod openrpc;
 pub mod routes;
 pub mod store;
 pub mod telemetry;
@@ -171,6 +173,12 @@ pub async fn run_until(
     };
     let a2a = bridge::a2a::start(a2a).await.map_err(NodeError::Bridge)?;
     let urls = listeners.urls();
+    let rpc_url = urls
+        .iter()
+        .find(|(f, _)| *f == "rpc")
+        .map_or(openrpc::DEFAULT_RPC_URL, |(_, u)| u.as_str());
+    let openrpc_doc = Arc::new(openrpc::document(rpc_url));
+    let discover = openrpc::start(Arc::clone(&openrpc_doc));
     let http_url = urls
         .iter()
         .find(|(f, _)| *f == "http")
@@ -230,8 +238,15 @@ pub async fn run_until(
         data_dir: config.data.display().to_string().into(),
         snapshot: faces::http::dashboard::Cache::default(),
         a2a: a2a_face,
+        openrpc: openrpc_doc,
     };
-    spawn_routers(&state, (&mcp, &a2a), agh.events, calls_rx, events_rx);
+    spawn_routers(
+        &state,
+        (&mcp, &a2a, &discover),
+        agh.events,
+        calls_rx,
+        events_rx,
+    );
     announce_all(listening_rx, &state.faces, agtp_face.tls.is_some()).await;
     tracing::info!(
         peer_id = %peer_id,
@@ -264,9 +279,10 @@ pub async fn run_until(
 /// services that declare them, the rest to the AGH service (`agh_events`).
 fn spawn_routers(
     services: &faces::state::AppState,
-    (mcp, a2a): (
+    (mcp, a2a, discover): (
         &mpsc::Sender<bridge::mcp::Input>,
         &mpsc::Sender<bridge::a2a::Input>,
+        &mpsc::Sender<call::Call>,
     ),
     agh_events: mpsc::Sender<mesh::Event>,
     calls: mpsc::Receiver<call::Call>,
@@ -280,6 +296,7 @@ fn spawn_routers(
         payments::call_route(&services.payments),
         bridge::mcp::call_route(mcp),
         bridge::a2a::call_route(a2a),
+        openrpc::call_route(discover),
     ];
     let rest = hyperspace::call_route(&services.hyperspace);
     tokio::spawn(routes::CallRouter::new(call_routes, rest).run(calls));
