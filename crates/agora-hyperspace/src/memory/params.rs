@@ -239,7 +239,14 @@ pub const DOCS: [MethodDoc; 6] = [
             .unwrap_or_default()
         },
         errors: &[RpcCode::RATE_LIMITED],
-        example: || json!({"query": "battery energy density", "limit": 5}),
+        example: || {
+            json!({
+                "query": "error handling patterns for rate-limited APIs",
+                "limit": 5,
+                "threshold": 0.75,
+                "tier": "working"
+            })
+        },
     },
     MethodDoc {
         name: GET,
