@@ -30,6 +30,8 @@ fn routers(capacity: usize) -> (CallRouter, EventRouter, Queues) {
     // The A2A bridge's queue: dropped when this returns (its routes drop when full, and no
     // test here routes a bridge call).
     let (a2a_tx, _a2a) = mpsc::channel(capacity);
+    // `rpc.discover`'s queue, likewise.
+    let (discover_tx, _discover) = mpsc::channel(capacity);
     let calls = CallRouter::new(
         vec![
             memory::call_route(&mem_tx),
@@ -37,6 +39,7 @@ fn routers(capacity: usize) -> (CallRouter, EventRouter, Queues) {
             improving::call_route(&imp_tx),
             payments::call_route(&pay_tx),
             crate::bridge::a2a::call_route(&a2a_tx),
+            crate::openrpc::call_route(&discover_tx),
         ],
         hyperspace::call_route(&hs_tx),
     );
