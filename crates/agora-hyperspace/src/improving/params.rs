@@ -1,6 +1,7 @@
 //! Parameters of `improving.getExemplars`, `curate`, `augment`, `assessDifficulty` and
 //! `getLibraryStats` (spec §5.2 "Methods"; `recordTrajectory`'s are in
-//! [`super::trajectory::RecordParams`]). Refusals are −32602 naming the field.
+//! [`super::trajectory::RecordParams`]). Refusals are −32602 naming the field. [`DOCS`] describes
+//! all six methods (params, results, errors, examples) for the OpenRPC document.
 //!
 //! | param | bound |
 //! |---|---|

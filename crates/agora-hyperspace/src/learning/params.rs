@@ -1,4 +1,5 @@
-//! Parameters of the six `learning.*` methods (spec §5.1 "Methods"), with their limits.
+//! Parameters of the six `learning.*` methods (spec §5.1 "Methods"), with their limits, and the
+//! methods' descriptors ([`DOCS`]: params, results, errors, examples) for the OpenRPC document.
 //!
 //! Params come as an object (or positionally, in the spec's order); members this crate does not
 //! know are ignored. Every refusal is −32602 naming the field.

@@ -1,4 +1,5 @@
-//! Parameters of the six `memory.*` methods (spec §4.4 "Methods"), with their limits.
+//! Parameters of the six `memory.*` methods (spec §4.4 "Methods"), with their limits, and the
+//! methods' descriptors ([`DOCS`]: params, results, errors, examples) for the OpenRPC document.
 //!
 //! Params come as an object (or positionally, in the spec's order); members this crate does not
 //! know are ignored, as for the other primitives. Every refusal is −32602 naming the field.
