@@ -73,14 +73,20 @@ pub const DOCS: [MethodDoc; 2] = [
                     "walletAddress": {"type": "string", "description": "The payments wallet, 0x-hex."},
                     "faces": {
                         "type": "object",
-                        "description": "Face name (`rpc`, `agh`, `http`, `agtp`, `p2p`, …) → its address.",
-                        "additionalProperties": {"type": "string"}
+                        "description": "Face name (`rpc`, `agh`, `http`, `agtp`, `mcp`, `a2a`, …) → its address; `p2p` → its multiaddrs.",
+                        "additionalProperties": {
+                            "anyOf": [
+                                {"type": "string"},
+                                {"type": "array", "items": {"type": "string"}}
+                            ]
+                        }
                     },
                     "embedder": {
                         "type": "object",
-                        "required": ["name", "dimensions"],
+                        "description": "The embedder of `memory.*` (and `learning.*`).",
+                        "required": ["id", "dimensions"],
                         "properties": {
-                            "name": {"type": "string"},
+                            "id": {"type": "string", "description": "`lexical-v1`, a MiniLM or an OpenAI-compatible model's id."},
                             "dimensions": {"type": "integer"}
                         }
                     },
