@@ -311,6 +311,15 @@ pub(crate) fn invalid_params(detail: impl AsRef<str>, field: Option<&str>) -> Rp
         }))
 }
 
+/// −32602 for a `value` of `field` outside its set: the problem lists the `allowed` values.
+pub(crate) fn invalid_choice(field: &str, value: &str, allowed: &[&str]) -> RpcError {
+    problems_error(&[Problem {
+        field: field.to_owned(),
+        reason: format!("{value:?} is not one of {}", allowed.join(", ")),
+        allowed: Some(allowed.iter().copied().map(Value::from).collect()),
+    }])
+}
+
 /// −32602 when `text` is longer than `max` bytes.
 pub(crate) fn check_len(field: &str, text: &str, max: usize) -> Result<(), RpcError> {
     if text.len() > max {
@@ -486,6 +495,23 @@ mod tests {
         assert_eq!(complete(listed.clone()), listed);
         let other = RpcError::from_code(RpcCode::SESSION_NOT_FOUND);
         assert_eq!(complete(other.clone()), other);
+    }
+
+    #[test]
+    fn a_value_outside_a_set_lists_the_allowed_ones() {
+        let e = invalid_choice("mode", "fast", &["online", "offline"]);
+        assert_eq!(
+            e.message,
+            "Invalid params: mode: \"fast\" is not one of online, offline"
+        );
+        assert_eq!(
+            e.data,
+            Some(json!({"field": "mode", "errors": [{
+                "field": "mode",
+                "reason": "\"fast\" is not one of online, offline",
+                "allowed": ["online", "offline"]
+            }]}))
+        );
     }
 
     #[test]

@@ -27,7 +27,7 @@ use super::{
 };
 use crate::jsonrpc::RpcCode;
 use crate::openrpc::{MethodDoc, params_of};
-use crate::params::{invalid_params, parse_params};
+use crate::params::{invalid_choice, invalid_params, parse_params};
 
 /// Default `limit` of `getExemplars`.
 pub const DEFAULT_EXEMPLARS: usize = 3;
@@ -65,11 +65,10 @@ fn strategy(s: Option<String>) -> Result<Strategy, RpcError> {
     match s {
         None => Ok(Strategy::default()),
         Some(s) => Strategy::parse(&s).ok_or_else(|| {
-            invalid_params(
-                format!(
-                    "strategy: {s:?} is not ACCUMULATE, DATABASE_LEVEL, EXEMPLAR_LEVEL or HYBRID"
-                ),
-                Some("strategy"),
+            invalid_choice(
+                "strategy",
+                &s,
+                &["ACCUMULATE", "DATABASE_LEVEL", "EXEMPLAR_LEVEL", "HYBRID"],
             )
         }),
     }
@@ -205,9 +204,10 @@ impl AugmentParams {
             Some("NONE") => AugmentMode::None,
             Some("FULL_PIPELINE") => AugmentMode::FullPipeline,
             Some(other) => {
-                return Err(invalid_params(
-                    format!("mode: {other:?} is not NONE, FEEDBACK_ONLY or FULL_PIPELINE"),
-                    Some("mode"),
+                return Err(invalid_choice(
+                    "mode",
+                    other,
+                    &["NONE", "FEEDBACK_ONLY", "FULL_PIPELINE"],
                 ));
             }
         };

@@ -25,7 +25,7 @@ use serde_json::json;
 use super::{ADD_BULLET, CURATE, FEEDBACK, GET_PLAYBOOK, GET_STATS, REFLECT};
 use crate::jsonrpc::RpcCode;
 use crate::openrpc::{MethodDoc, params_of};
-use crate::params::{invalid_params, parse_params, text};
+use crate::params::{invalid_choice, invalid_params, parse_params, text};
 
 /// Limits of the learning methods.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -384,10 +384,7 @@ impl AddBulletParams {
     pub fn parse(params: &Value, limits: &LearningLimits) -> Result<Self, RpcError> {
         let raw: RawAdd = parse_params(params, &["playbookId", "section", "content"])?;
         let section = Section::parse(&raw.section).ok_or_else(|| {
-            invalid_params(
-                format!("section: {:?} is not str, cal, mis or fbk", raw.section),
-                Some("section"),
-            )
+            invalid_choice("section", &raw.section, &["str", "cal", "mis", "fbk"])
         })?;
         let content = raw.content.trim().to_owned();
         text(&content, "content", limits.max_content_bytes)?;
@@ -426,9 +423,10 @@ impl ReflectParams {
             Some("offline") => Mode::Offline,
             Some("eval-only") => Mode::EvalOnly,
             Some(other) => {
-                return Err(invalid_params(
-                    format!("mode: {other:?} is not online, offline or eval-only"),
-                    Some("mode"),
+                return Err(invalid_choice(
+                    "mode",
+                    other,
+                    &["online", "offline", "eval-only"],
                 ));
             }
         };
