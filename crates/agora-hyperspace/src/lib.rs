@@ -14,6 +14,7 @@
 //! | gossipsub's length-delimited frames | [`frames`] | §2.1 |
 //! | JSON-RPC 2.0 framing, error codes | [`jsonrpc`] | §2.2, §3, §8 |
 //! | params decoding and the shared −32602/−32003 errors | [`params`] | §2.2, §8 |
+//! | method descriptors (params, results, errors, examples) for the OpenRPC document | [`openrpc`] | §2.2, §4–§6, §8 |
 //! | RFC 3339 timestamps | [`timestamp`] | §4.1 (`createdAt`), §4.4 |
 //! | State primitive: sessions, key/value state, episodes | [`state`] | §4.1 |
 //! | Guard primitive: budgets, rate limits, safety, schema validation | [`guard`] | §4.2, §9.3 |
@@ -37,6 +38,7 @@ pub mod improving;
 pub mod jsonrpc;
 pub mod learning;
 pub mod memory;
+pub mod openrpc;
 pub mod params;
 pub mod payments;
 pub mod peer_id;

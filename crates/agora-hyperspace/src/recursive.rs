@@ -76,10 +76,13 @@
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::hash::Hash;
 
+use schemars::JsonSchema;
+
+use crate::openrpc::{MethodDoc, params_of, result_of};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
-use crate::jsonrpc::RpcError;
+use crate::jsonrpc::{RpcCode, RpcError};
 use crate::params::{check_len, invalid_params, parse_params, to_result};
 use crate::state::{
     MAX_MAX_DEPTH, SessionFacts, SessionIdParams, SessionLookup, make_room, require_active,
@@ -97,6 +100,42 @@ pub const SET_MAX_DEPTH: &str = "recursive.setMaxDepth";
 /// Every `recursive.*` method, in spec order.
 pub const METHODS: [&str; 4] = [ANALYZE, TRACK, GET_TRACE, SET_MAX_DEPTH];
 
+/// What each `recursive.*` method takes, returns and may fail with ([`crate::openrpc`]).
+pub const DOCS: [MethodDoc; 4] = [
+    MethodDoc {
+        name: ANALYZE,
+        summary: "Looks for loops in a call stack and advises continue, warn or stop.",
+        params: params_of::<AnalyzeParams>,
+        result: result_of::<AnalyzeResult>,
+        errors: &[RpcCode::SESSION_NOT_FOUND, RpcCode::LOOP_DETECTED],
+        example: || json!({"sessionId": "sess-a8c3f210", "currentStep": "search", "callStack": ["plan", "search"]}),
+    },
+    MethodDoc {
+        name: TRACK,
+        summary: "Records a step at a depth in the session's trace; −32005 beyond the max depth.",
+        params: params_of::<TrackParams>,
+        result: result_of::<TrackResult>,
+        errors: &[RpcCode::SESSION_NOT_FOUND, RpcCode::LOOP_DETECTED],
+        example: || json!({"sessionId": "sess-a8c3f210", "step": "search", "depth": 1}),
+    },
+    MethodDoc {
+        name: GET_TRACE,
+        summary: "The session's recorded steps and depths.",
+        params: params_of::<GetTraceParams>,
+        result: result_of::<TraceResult>,
+        errors: &[RpcCode::SESSION_NOT_FOUND],
+        example: || json!({"sessionId": "sess-a8c3f210"}),
+    },
+    MethodDoc {
+        name: SET_MAX_DEPTH,
+        summary: "Sets the session's max depth (1 to 10,000).",
+        params: params_of::<SetMaxDepthParams>,
+        result: result_of::<SetMaxDepthResult>,
+        errors: &[RpcCode::SESSION_NOT_FOUND],
+        example: || json!({"sessionId": "sess-a8c3f210", "maxDepth": 8}),
+    },
+];
+
 /// The max depth of a session without `setMaxDepth` or `metadata.maxDepth`.
 pub const DEFAULT_MAX_DEPTH: u32 = 32;
 /// `maxIterations` when `analyze` is called without it.
@@ -109,7 +148,7 @@ pub const PATTERN_SEPARATOR: &str = " -> ";
 // ---------------------------------------------------------------------------------------------
 
 /// Params of `recursive.analyze(sessionId, currentStep, callStack, maxIterations?)`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct AnalyzeParams {
     /// The session.
@@ -124,7 +163,7 @@ pub struct AnalyzeParams {
 }
 
 /// What `analyze` advises.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum Recommendation {
     /// No loop, depth within bounds.
@@ -136,7 +175,7 @@ pub enum Recommendation {
 }
 
 /// Result of `recursive.analyze`: `{ isLooping, pattern?, iterations, depth, recommendation }`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct AnalyzeResult {
     /// A repeating suffix was found.
@@ -153,7 +192,7 @@ pub struct AnalyzeResult {
 }
 
 /// Params of `recursive.track(sessionId, step, depth)`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct TrackParams {
     /// The session.
@@ -165,7 +204,7 @@ pub struct TrackParams {
 }
 
 /// Result of `recursive.track`: `{ tracked, depth }`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct TrackResult {
     /// Always `true` on success.
@@ -178,7 +217,7 @@ pub struct TrackResult {
 pub type GetTraceParams = SessionIdParams;
 
 /// One tracked step.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct TraceStep {
     /// The step's name.
@@ -190,7 +229,7 @@ pub struct TraceStep {
 }
 
 /// Result of `recursive.getTrace`: `{ steps[], maxDepth, totalIterations }`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct TraceResult {
     /// The kept steps, oldest first.
@@ -202,7 +241,7 @@ pub struct TraceResult {
 }
 
 /// Params of `recursive.setMaxDepth(sessionId, maxDepth)`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct SetMaxDepthParams {
     /// The session.
@@ -212,7 +251,7 @@ pub struct SetMaxDepthParams {
 }
 
 /// Result of `recursive.setMaxDepth`: `{ updated }`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct SetMaxDepthResult {
     /// Always `true` on success.

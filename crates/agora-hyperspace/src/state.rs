@@ -113,10 +113,13 @@
 
 use std::collections::{BTreeMap, VecDeque};
 
+use schemars::JsonSchema;
+
+use crate::openrpc::{MethodDoc, params_of, result_of};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 
-use crate::jsonrpc::RpcError;
+use crate::jsonrpc::{RpcCode, RpcError};
 use crate::params::{capacity_error, check_len, invalid_params, json_len, parse_params, to_result};
 use crate::timestamp::format_timestamp;
 
@@ -140,6 +143,58 @@ pub const METHODS: [&str; 6] = [
     GET_STATE,
     END_SESSION,
     RECORD_EPISODE,
+];
+
+/// What each `state.*` method takes, returns and may fail with ([`crate::openrpc`]).
+pub const DOCS: [MethodDoc; 6] = [
+    MethodDoc {
+        name: CREATE_SESSION,
+        summary: "Creates a session for an agent; its metadata may set a budget and a max depth.",
+        params: params_of::<CreateSessionParams>,
+        result: result_of::<CreateSessionResult>,
+        errors: &[RpcCode::RATE_LIMITED],
+        example: || json!({"agentName": "research-agent", "agentType": "autonomous", "model": "gemma-3-12b"}),
+    },
+    MethodDoc {
+        name: GET_SESSION,
+        summary: "A session: who it is for, its status, state keys and kept episodes.",
+        params: params_of::<GetSessionParams>,
+        result: result_of::<SessionInfo>,
+        errors: &[RpcCode::SESSION_NOT_FOUND],
+        example: || json!({"sessionId": "sess-a8c3f210"}),
+    },
+    MethodDoc {
+        name: SET_STATE,
+        summary: "Sets one key of a session's state (`null` deletes it).",
+        params: params_of::<SetStateParams>,
+        result: result_of::<SetStateResult>,
+        errors: &[RpcCode::SESSION_NOT_FOUND, RpcCode::RATE_LIMITED],
+        example: || json!({"sessionId": "sess-a8c3f210", "key": "goal", "value": "find sources"}),
+    },
+    MethodDoc {
+        name: GET_STATE,
+        summary: "Reads one key of a session's state (`null` when missing).",
+        params: params_of::<GetStateParams>,
+        result: result_of::<GetStateResult>,
+        errors: &[RpcCode::SESSION_NOT_FOUND],
+        example: || json!({"sessionId": "sess-a8c3f210", "key": "goal"}),
+    },
+    MethodDoc {
+        name: END_SESSION,
+        summary: "Ends a session (idempotent); its session token stops working.",
+        params: params_of::<EndSessionParams>,
+        result: result_of::<EndSessionResult>,
+        errors: &[RpcCode::SESSION_NOT_FOUND],
+        example: || json!({"sessionId": "sess-a8c3f210"}),
+    },
+    MethodDoc {
+        name: RECORD_EPISODE,
+        summary: "Records an episode's outcome and reward (−1 to 1) in a session.",
+        params: params_of::<RecordEpisodeParams>,
+        result: result_of::<RecordEpisodeResult>,
+        errors: &[RpcCode::SESSION_NOT_FOUND],
+        example: || json!({"sessionId": "sess-a8c3f210", "outcome": "success", "reward": 0.91}),
+    },
 ];
 
 /// Lowest accepted `reward` (spec §4.1).
@@ -226,7 +281,7 @@ pub(crate) fn make_room<V>(
 // ---------------------------------------------------------------------------------------------
 
 /// Params of `state.createSession(agentName?, agentType?, peerId?, model?, metadata?)`.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct CreateSessionParams {
     /// The agent's name (`"web-researcher"`).
@@ -247,7 +302,7 @@ pub struct CreateSessionParams {
 }
 
 /// Result of `state.createSession`: `{ sessionId, createdAt }`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct CreateSessionResult {
     /// The new session's id.
@@ -258,7 +313,7 @@ pub struct CreateSessionResult {
 
 /// Params of the methods that take only a session: `state.getSession(sessionId)`,
 /// `state.endSession(sessionId)` (and `guard.getBudgetStatus`, `recursive.getTrace`).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct SessionIdParams {
     /// The session.
@@ -271,7 +326,7 @@ pub type GetSessionParams = SessionIdParams;
 pub type EndSessionParams = SessionIdParams;
 
 /// Whether a session still accepts work.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum SessionStatus {
     /// Created and not ended.
@@ -281,7 +336,7 @@ pub enum SessionStatus {
 }
 
 /// One recorded episode as `state.getSession` shows it.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct EpisodeInfo {
     /// The episode's id.
@@ -296,7 +351,7 @@ pub struct EpisodeInfo {
 
 /// What `createSession` was told about the agent; a [`Session`] keeps it and a [`SessionInfo`]
 /// shows it, both with these members inline (`#[serde(flatten)]`).
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct AgentInfo {
     /// As given to `createSession`.
@@ -317,7 +372,7 @@ pub struct AgentInfo {
 }
 
 /// Result of `state.getSession` (the spec names the type but not its fields; see the module docs).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct SessionInfo {
     /// The session's id.
@@ -344,7 +399,7 @@ pub struct SessionInfo {
 }
 
 /// Params of `state.setState(sessionId, key, value)`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct SetStateParams {
     /// The session.
@@ -356,7 +411,7 @@ pub struct SetStateParams {
 }
 
 /// Result of `state.setState`: `{ updated }`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct SetStateResult {
     /// Always `true` on success.
@@ -364,7 +419,7 @@ pub struct SetStateResult {
 }
 
 /// Params of `state.getState(sessionId, key)`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct GetStateParams {
     /// The session.
@@ -374,7 +429,7 @@ pub struct GetStateParams {
 }
 
 /// Result of `state.getState`: `{ value }`, `null` for a missing key.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct GetStateResult {
     /// The stored value or `null`.
@@ -382,7 +437,7 @@ pub struct GetStateResult {
 }
 
 /// Result of `state.endSession`: `{ ended, duration }`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct EndSessionResult {
     /// Always `true` (ending twice is idempotent).
@@ -392,7 +447,7 @@ pub struct EndSessionResult {
 }
 
 /// Params of `state.recordEpisode(sessionId, outcome, reward)`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct RecordEpisodeParams {
     /// The session.
@@ -404,7 +459,7 @@ pub struct RecordEpisodeParams {
 }
 
 /// Result of `state.recordEpisode`: `{ episodeId }`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct RecordEpisodeResult {
     /// The new episode's id.
@@ -416,7 +471,7 @@ pub struct RecordEpisodeResult {
 // ---------------------------------------------------------------------------------------------
 
 /// One stored episode.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Episode {
     /// The episode's id.
@@ -430,7 +485,7 @@ pub struct Episode {
 }
 
 /// One session: what the node stores per `sessionId`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Session {
     /// The session's id.
@@ -1172,25 +1227,24 @@ mod tests {
         )
         .unwrap_err();
         assert_eq!(error.code, RpcCode::INVALID_PARAMS);
-        assert!(
-            error
-                .message
-                .starts_with("Invalid params: reward: invalid type"),
-            "{}",
-            error.message
+        assert_eq!(
+            error.message,
+            "Invalid params: reward: value is not of type \"number\""
         );
-        assert_eq!(error.data, Some(json!({"field": "reward"})));
+        assert_eq!(
+            error.data,
+            Some(json!({"field": "reward", "errors": [
+                {"field": "reward", "reason": "value is not of type \"number\""}
+            ]}))
+        );
 
         let error = parse_params::<SetStateParams>(
             &json!({"sessionId": "s", "key": "k"}),
             &["sessionId", "key", "value"],
         )
         .unwrap_err();
-        assert_eq!(
-            error.message,
-            "Invalid params: value: missing field `value`"
-        );
-        assert_eq!(error.data, Some(json!({"field": "value"})));
+        assert_eq!(error.message, "Invalid params: value: required");
+        assert_eq!(error.data.unwrap()["field"], "value");
     }
 
     #[test]

@@ -104,6 +104,9 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use schemars::JsonSchema;
+
+use crate::openrpc::{MethodDoc, no_example, no_params, params_of, result_of};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
@@ -136,6 +139,55 @@ pub const DISCOVER_PARAMS: [&str; 5] = [
 /// Every `tool.*` method, in spec order.
 pub const METHODS: [&str; 5] = [DISCOVER, REGISTER, INVOKE, GET_ANALYTICS, LIST_REGISTERED];
 
+/// What each `tool.*` method takes, returns and may fail with ([`crate::openrpc`]).
+pub const DOCS: [MethodDoc; 5] = [
+    MethodDoc {
+        name: DISCOVER,
+        summary: "Finds tools on this node and on live capability cards, ranked.",
+        params: params_of::<DiscoverParams>,
+        result: result_of::<ToolsResult>,
+        errors: &[],
+        example: || json!({"query": "web search", "minReputation": 0.8}),
+    },
+    MethodDoc {
+        name: REGISTER,
+        summary: "Registers a tool served by this connection (optionally priced).",
+        params: params_of::<RegisterParams>,
+        result: result_of::<RegisterResult>,
+        errors: &[RpcCode::RATE_LIMITED],
+        example: || json!({"name": "web-search", "description": "Searches the web", "schema": {"input": {"type": "object"}}, "capabilities": ["search"]}),
+    },
+    MethodDoc {
+        name: INVOKE,
+        summary: "Runs a tool, here or on the peer that serves it; priced tools take a payment.",
+        params: params_of::<InvokeParams>,
+        result: result_of::<InvokeResult>,
+        errors: &[
+            RpcCode::SESSION_NOT_FOUND,
+            RpcCode::BUDGET_EXCEEDED,
+            RpcCode::RATE_LIMITED,
+            RpcCode::PEER_UNAVAILABLE,
+        ],
+        example: || json!({"toolId": "tool-web-9f1c", "params": {"query": "solid-state battery breakthroughs 2026"}, "sessionId": "sess-a8c3f210"}),
+    },
+    MethodDoc {
+        name: GET_ANALYTICS,
+        summary: "A tool's invocations, mean latency and success rate seen by this node.",
+        params: params_of::<GetAnalyticsParams>,
+        result: result_of::<AnalyticsResult>,
+        errors: &[],
+        example: || json!({"toolId": "tool-web-9f1c"}),
+    },
+    MethodDoc {
+        name: LIST_REGISTERED,
+        summary: "The tools registered on this node.",
+        params: no_params,
+        result: result_of::<ToolsResult>,
+        errors: &[],
+        example: no_example,
+    },
+];
+
 /// The reputation of a tool without evidence, and the value the formula is pulled towards.
 pub const REPUTATION_PRIOR: f64 = 0.5;
 /// How many invocations' worth of weight the prior has.
@@ -146,7 +198,7 @@ pub const REPUTATION_PRIOR_WEIGHT: f64 = 4.0;
 // ---------------------------------------------------------------------------------------------
 
 /// Params of `tool.discover(query, capabilities?, minReputation?, maxLatency?, geo?)`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct DiscoverParams {
     /// Free text matched token by token against name, description and capabilities.
@@ -166,7 +218,7 @@ pub struct DiscoverParams {
 }
 
 /// Result of `tool.discover` and `tool.listRegistered`: `{ tools[] }`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ToolsResult {
     /// The tools, ranked (discover) or by id (listRegistered).
@@ -174,7 +226,7 @@ pub struct ToolsResult {
 }
 
 /// Params of `tool.register(name, description, schema, capabilities)`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct RegisterParams {
     /// Short name.
@@ -187,11 +239,12 @@ pub struct RegisterParams {
     pub capabilities: Vec<String>,
     /// A price per invocation: callers pay it with a credential or a channel.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "crate::payments::schema::price")]
     pub price: Option<Price>,
 }
 
 /// Result of `tool.register`: `{ toolId }`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct RegisterResult {
     /// The new tool's id.
@@ -199,7 +252,7 @@ pub struct RegisterResult {
 }
 
 /// Params of `tool.invoke(toolId, params, sessionId?)`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct InvokeParams {
     /// The tool to run.
@@ -216,7 +269,7 @@ pub struct InvokeParams {
 }
 
 /// Result of `tool.invoke`: `{ result, duration, peerId }` (built by the node).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct InvokeResult {
     /// The tool's output.
@@ -228,7 +281,7 @@ pub struct InvokeResult {
 }
 
 /// Params of `tool.getAnalytics(toolId)`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct GetAnalyticsParams {
     /// The tool.
@@ -236,7 +289,7 @@ pub struct GetAnalyticsParams {
 }
 
 /// Result of `tool.getAnalytics`: `{ invocations, avgLatency, successRate }`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct AnalyticsResult {
     /// Recorded invocations.
@@ -252,7 +305,7 @@ pub struct AnalyticsResult {
 // ---------------------------------------------------------------------------------------------
 
 /// The invocations this node observed of one tool.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Analytics {
     /// Recorded invocations.

@@ -5,13 +5,14 @@
 
 use std::collections::BTreeSet;
 
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::payments::Price;
 
 /// One tool as `tool.discover`, `tool.listRegistered` and capability cards show it (§4.3).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ToolRecord {
     /// The tool id (`"tool-8f3a2b"`).
@@ -33,6 +34,7 @@ pub struct ToolRecord {
     pub schema: Value,
     /// Its price per invocation, when it has one (the Micropayments primitive, spec §6).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "crate::payments::schema::price")]
     pub price: Option<Price>,
     /// Where a bridged tool comes from (an MCP server's tool, an A2A agent's skill); absent for
     /// tools registered with `tool.register`.
@@ -43,7 +45,7 @@ pub struct ToolRecord {
 /// Where a bridged tool comes from (Agora's addition to the §4.3 record, spec §10): the bridge,
 /// the server or agent on the hosting node, the tool's own name there, and what the hosting node
 /// verified about it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ToolSource {
     /// The bridge: [`ToolSource::MCP`] or [`ToolSource::A2A`].

@@ -16,6 +16,7 @@
 //! | | [`info`] | `node.info`: the PeerId, wallet, faces and embedder, for clients |
 //! | | [`call`] | a JSON-RPC call as a face hands it to a service |
 //! | | [`routes`] | the routers: calls by method prefix, mesh events by topic, protocol or kind, to the service that declares them |
+//! | | [`openrpc`] | the OpenRPC document of the JSON-RPC face, built from every service's method table; `rpc.discover` |
 //! | infrastructure | [`config`] | defaults, `agora.toml`, `AGORA_*` variables, flags |
 //! | | [`clock`] | the wall clock the services read for protocol timestamps |
 //! | | [`keys`] | the node's Ed25519 identity file |
@@ -37,6 +38,7 @@ pub mod hyperspace;
 pub mod info;
 pub mod keys;
 pub mod mesh;
+pub mod openrpc;
 pub mod routes;
 pub mod store;
 pub mod telemetry;
@@ -174,6 +176,12 @@ pub async fn run_until(
     };
     let a2a = bridge::a2a::start(a2a).await.map_err(NodeError::Bridge)?;
     let urls = listeners.urls();
+    let rpc_url = urls
+        .iter()
+        .find(|(f, _)| *f == "rpc")
+        .map_or(openrpc::DEFAULT_RPC_URL, |(_, u)| u.as_str());
+    let openrpc_doc = Arc::new(openrpc::document(rpc_url));
+    let discover = openrpc::start(Arc::clone(&openrpc_doc));
     let http_url = urls
         .iter()
         .find(|(f, _)| *f == "http")
@@ -246,8 +254,15 @@ pub async fn run_until(
         data_dir: config.data.display().to_string().into(),
         snapshot: faces::http::dashboard::Cache::default(),
         a2a: a2a_face,
+        openrpc: openrpc_doc,
     };
-    spawn_routers(&state, (&mcp, &a2a, &info), agh.events, calls_rx, events_rx);
+    spawn_routers(
+        &state,
+        (&mcp, &a2a, &info, &discover),
+        agh.events,
+        calls_rx,
+        events_rx,
+    );
     announce_all(listening_rx, &state.faces, agtp_face.tls.is_some(), p2p).await;
     tracing::info!(
         peer_id = %peer_id,
@@ -280,9 +295,10 @@ pub async fn run_until(
 /// services that declare them, the rest to the AGH service (`agh_events`).
 fn spawn_routers(
     services: &faces::state::AppState,
-    (mcp, a2a, info): (
+    (mcp, a2a, info, discover): (
         &mpsc::Sender<bridge::mcp::Input>,
         &mpsc::Sender<bridge::a2a::Input>,
+        &mpsc::Sender<call::Call>,
         &mpsc::Sender<call::Call>,
     ),
     agh_events: mpsc::Sender<mesh::Event>,
@@ -298,6 +314,7 @@ fn spawn_routers(
         bridge::mcp::call_route(mcp),
         bridge::a2a::call_route(a2a),
         info::call_route(info),
+        openrpc::call_route(discover),
     ];
     let rest = hyperspace::call_route(&services.hyperspace);
     tokio::spawn(routes::CallRouter::new(call_routes, rest).run(calls));

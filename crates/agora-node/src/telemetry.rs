@@ -444,9 +444,9 @@ impl Default for Telemetry {
 }
 
 /// The JSON-RPC methods the node serves, as fixed label values: every primitive's `METHODS`
-/// (the constants its service dispatches on), and the `selfImproving.*` aliases. Any other
-/// method is counted as `other`.
-pub const RPC_METHOD_SETS: [&[&str]; 10] = [
+/// (the constants its service dispatches on), the `selfImproving.*` aliases, and `rpc.discover`.
+/// Any other method is counted as `other`.
+pub const RPC_METHOD_SETS: [&[&str]; 13] = [
     &agora_hyperspace::state::METHODS,
     &agora_hyperspace::guard::METHODS,
     &agora_hyperspace::recursive::METHODS,
@@ -457,6 +457,9 @@ pub const RPC_METHOD_SETS: [&[&str]; 10] = [
     &agora_hyperspace::improving::ALIASES,
     &agora_hyperspace::payments::METHODS,
     &agora_bridge::a2a::METHODS,
+    &crate::bridge::mcp::METHODS,
+    &crate::openrpc::METHODS,
+    &crate::info::METHODS,
 ];
 
 /// The label of `method`: its own name when the node serves it, else `other`.

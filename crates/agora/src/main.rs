@@ -6,7 +6,7 @@
 //! model the node's memory uses (`memory`); `agora call`, `agora tools` and `agora session`
 //! talk to the Hyperspace JSON-RPC face (`call`); `agora bridge mcp …` manages the node's MCP
 //! bridge through it (`bridge`); `agora mcp` serves a node's tools to a desktop MCP client over
-//! stdio (`mcp`).
+//! stdio (`mcp`); `agora openrpc` prints the OpenRPC document of the JSON-RPC face (`openrpc`).
 
 use std::process::ExitCode;
 
@@ -23,6 +23,7 @@ mod input;
 mod mcp;
 mod memory;
 mod node;
+mod openrpc;
 
 /// jemalloc, whose background thread gives freed pages back to the system within seconds;
 /// glibc's malloc kept the memory of closed connections (thousands of them after a flood) for
@@ -106,6 +107,8 @@ enum Command {
     /// Agent Name Service governance: keys, and signed ACTIVATE and lifecycle changes.
     #[command(subcommand)]
     Ans(agtp::AnsCommand),
+    /// Print the OpenRPC document of a node's JSON-RPC face (or its Markdown tables).
+    Openrpc(openrpc::OpenrpcArgs),
 }
 
 fn main() -> ExitCode {
@@ -128,5 +131,6 @@ fn main() -> ExitCode {
         Command::Mcp(args) => mcp::run(args),
         Command::Discover(args) => client::block_on(agtp::discover(&args)),
         Command::Ans(cmd) => agtp::ans(cmd),
+        Command::Openrpc(args) => openrpc::run(&args),
     }
 }

@@ -78,6 +78,9 @@ async fn reembed(opts: crate::call::RpcOpts, batch: u64) -> Result<(), crate::ca
     let (mut moved, mut failed) = (0u64, 0u64);
     loop {
         let r = crate::call::call(&opts, "memory.reembed", Some(json!({ "limit": batch }))).await?;
+        if let Some(note) = r["note"].as_str() {
+            return Err(crate::call::usage(note));
+        }
         let n = r["reembedded"].as_u64().unwrap_or(0);
         let left = r["remaining"].as_u64().unwrap_or(0);
         moved += n;

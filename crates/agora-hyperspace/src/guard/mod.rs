@@ -99,8 +99,11 @@
 
 use std::collections::BTreeMap;
 
+use schemars::JsonSchema;
+
+use crate::openrpc::{MethodDoc, params_of, result_of};
 use serde::{Deserialize, Serialize};
-use serde_json::Value;
+use serde_json::{Value, json};
 
 pub mod budget;
 pub mod rate;
@@ -116,7 +119,7 @@ pub use safety::{
 pub use schema_cost::{SchemaLimitError, ValidateLimits};
 pub use validate::validate;
 
-use crate::jsonrpc::RpcError;
+use crate::jsonrpc::{RpcCode, RpcError};
 use crate::params::{check_len, invalid_params, parse_params, to_result};
 use crate::state::{
     SessionFacts, SessionIdParams, SessionLookup, make_room, require_active, require_session,
@@ -145,6 +148,58 @@ pub const METHODS: [&str; 6] = [
     GET_BUDGET_STATUS,
 ];
 
+/// What each `guard.*` method takes, returns and may fail with ([`crate::openrpc`]).
+pub const DOCS: [MethodDoc; 6] = [
+    MethodDoc {
+        name: VALIDATE,
+        summary: "Validates data against a JSON Schema (offline; sizes and costs bounded).",
+        params: params_of::<ValidateParams>,
+        result: result_of::<ValidateResult>,
+        errors: &[RpcCode::RATE_LIMITED],
+        example: || json!({"data": {"query": "batteries"}, "schema": {"type": "object", "required": ["query"]}}),
+    },
+    MethodDoc {
+        name: CHECK_SAFETY,
+        summary: "Scans content for secrets, personal data and injections.",
+        params: params_of::<CheckSafetyParams>,
+        result: result_of::<CheckSafetyResult>,
+        errors: &[RpcCode::SAFETY_VIOLATION, RpcCode::RATE_LIMITED],
+        example: || json!({"content": "Summarise the battery papers", "policy": "default"}),
+    },
+    MethodDoc {
+        name: CHECK_BUDGET,
+        summary: "Whether an estimated cost fits the session's remaining budget.",
+        params: params_of::<CheckBudgetParams>,
+        result: result_of::<CheckBudgetResult>,
+        errors: &[RpcCode::SESSION_NOT_FOUND],
+        example: || json!({"sessionId": "sess-a8c3f210", "estimatedCost": 5.00}),
+    },
+    MethodDoc {
+        name: CONSUME_BUDGET,
+        summary: "Spends from the session's budget; −32002 when it would exceed it.",
+        params: params_of::<ConsumeBudgetParams>,
+        result: result_of::<ConsumeBudgetResult>,
+        errors: &[RpcCode::SESSION_NOT_FOUND, RpcCode::BUDGET_EXCEEDED],
+        example: || json!({"sessionId": "sess-a8c3f210", "amount": 5.00, "description": "large-model-inference"}),
+    },
+    MethodDoc {
+        name: CHECK_RATE_LIMIT,
+        summary: "Takes one call from a named window: allowed, remaining, reset time.",
+        params: params_of::<CheckRateLimitParams>,
+        result: result_of::<CheckRateLimitResult>,
+        errors: &[RpcCode::RATE_LIMITED],
+        example: || json!({"key": "web-search", "limit": 10, "window": 60000}),
+    },
+    MethodDoc {
+        name: GET_BUDGET_STATUS,
+        summary: "A session's budget: limit, spent, remaining.",
+        params: params_of::<GetBudgetStatusParams>,
+        result: result_of::<BudgetStatus>,
+        errors: &[RpcCode::SESSION_NOT_FOUND],
+        example: || json!({"sessionId": "sess-a8c3f210"}),
+    },
+];
+
 /// The budget limit of a session whose `metadata` sets none (both spec examples show `1.00`).
 pub const DEFAULT_BUDGET_LIMIT: f64 = 1.0;
 /// The message of the −32002 error, as spec §11 Example 3 writes it.
@@ -155,7 +210,7 @@ pub const BUDGET_EXCEEDED_MESSAGE: &str = "Budget exceeded";
 // ---------------------------------------------------------------------------------------------
 
 /// Params of `guard.validate(data, schema)`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ValidateParams {
     /// The instance to validate (required; may be `null`).
@@ -165,7 +220,7 @@ pub struct ValidateParams {
 }
 
 /// One validation failure, with Ajv's field names.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct SchemaError {
     /// JSON Pointer to the failing part of `data` (`""` for the root).
@@ -179,7 +234,7 @@ pub struct SchemaError {
 }
 
 /// Result of `guard.validate`: `{ valid, errors? }`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ValidateResult {
     /// `data` conforms to `schema`.
@@ -190,7 +245,7 @@ pub struct ValidateResult {
 }
 
 /// The `policy` of `guard.checkSafety`: a selector string or a rules object.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(untagged)]
 pub enum SafetyPolicyParam {
     /// `"all"`, `"default"`, `"pii"`, `"secret"`, `"secrets"` or one flag name.
@@ -200,7 +255,7 @@ pub enum SafetyPolicyParam {
 }
 
 /// The rules form of a safety policy.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct SafetyPolicy {
     /// Selectors to look for; everything when absent.
@@ -215,7 +270,7 @@ pub struct SafetyPolicy {
 }
 
 /// Params of `guard.checkSafety(content, policy?)`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct CheckSafetyParams {
     /// A string or any JSON value (every string, key and number in it is scanned).
@@ -226,7 +281,7 @@ pub struct CheckSafetyParams {
 }
 
 /// Result of `guard.checkSafety`: `{ safe, flags? }`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct CheckSafetyResult {
     /// Nothing was found.
@@ -237,7 +292,7 @@ pub struct CheckSafetyResult {
 }
 
 /// Params of `guard.checkBudget(sessionId, estimatedCost)`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct CheckBudgetParams {
     /// The session.
@@ -247,7 +302,7 @@ pub struct CheckBudgetParams {
 }
 
 /// Result of `guard.checkBudget`: `{ allowed, remaining, consumed, limit, reason? }`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct CheckBudgetResult {
     /// `estimatedCost` fits in `remaining` and the session is active.
@@ -264,7 +319,7 @@ pub struct CheckBudgetResult {
 }
 
 /// Params of `guard.consumeBudget(sessionId, amount, description?)`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ConsumeBudgetParams {
     /// The session.
@@ -277,7 +332,7 @@ pub struct ConsumeBudgetParams {
 }
 
 /// Result of `guard.consumeBudget`: `{ remaining }`.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ConsumeBudgetResult {
     /// What is left after consuming.
@@ -285,7 +340,7 @@ pub struct ConsumeBudgetResult {
 }
 
 /// The `data` of the −32002 error (spec §11 Example 3).
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct BudgetExceededData {
     /// What is left.
@@ -297,7 +352,7 @@ pub struct BudgetExceededData {
 }
 
 /// Params of `guard.checkRateLimit(key, limit, window)`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct CheckRateLimitParams {
     /// What is limited, within the caller's namespace ([`Caller`]).
@@ -309,7 +364,7 @@ pub struct CheckRateLimitParams {
 }
 
 /// Result of `guard.checkRateLimit`: `{ allowed, remaining, resetAt }`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct CheckRateLimitResult {
     /// This call was allowed (and counted).
@@ -324,7 +379,7 @@ pub struct CheckRateLimitResult {
 pub type GetBudgetStatusParams = SessionIdParams;
 
 /// Result of `guard.getBudgetStatus`: `{ remaining, consumed, limit }`.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct BudgetStatus {
     /// `limit − consumed`.

@@ -6,7 +6,7 @@
 //! |---|---|
 //! | [`trajectory`] | the trajectory record, its checks (−32008), states, ids, content hash |
 //! | [`library`] | admission, utility, reputation, exemplars (strategies, diversity), curation, critique, difficulty, stats |
-//! | [`params`] | the other methods' parameters |
+//! | [`params`] | the other methods' parameters; the six methods' descriptors ([`DOCS`]) for the OpenRPC document |
 //! | [`augment`] | `FULL_PIPELINE`'s prompt and the schema of the regenerated run |
 //! | [`gossip`] | the trajectory and reputation topics' payloads, redaction, attribution, the gossip score of a contributor |
 //!
@@ -21,6 +21,8 @@ pub mod gossip;
 pub mod library;
 pub mod params;
 pub mod trajectory;
+
+pub use params::DOCS;
 
 /// `improving.recordTrajectory`.
 pub const RECORD_TRAJECTORY: &str = "improving.recordTrajectory";

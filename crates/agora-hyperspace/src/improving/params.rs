@@ -1,6 +1,7 @@
 //! Parameters of `improving.getExemplars`, `curate`, `augment`, `assessDifficulty` and
 //! `getLibraryStats` (spec §5.2 "Methods"; `recordTrajectory`'s are in
-//! [`super::trajectory::RecordParams`]). Refusals are −32602 naming the field.
+//! [`super::trajectory::RecordParams`]). Refusals are −32602 naming the field. [`DOCS`] describes
+//! all six methods (params, results, errors, examples) for the OpenRPC document.
 //!
 //! | param | bound |
 //! |---|---|
@@ -18,7 +19,15 @@ use serde_json::Value;
 use super::library::Strategy;
 use super::trajectory::{valid_task_type, valid_trajectory_id};
 use crate::jsonrpc::RpcError;
-use crate::params::{invalid_params, parse_params};
+use schemars::{JsonSchema, json_schema};
+use serde_json::json;
+
+use super::{
+    ASSESS_DIFFICULTY, AUGMENT, CURATE, GET_EXEMPLARS, GET_LIBRARY_STATS, RECORD_TRAJECTORY,
+};
+use crate::jsonrpc::RpcCode;
+use crate::openrpc::{MethodDoc, params_of};
+use crate::params::{invalid_choice, invalid_params, parse_params};
 
 /// Default `limit` of `getExemplars`.
 pub const DEFAULT_EXEMPLARS: usize = 3;
@@ -56,11 +65,10 @@ fn strategy(s: Option<String>) -> Result<Strategy, RpcError> {
     match s {
         None => Ok(Strategy::default()),
         Some(s) => Strategy::parse(&s).ok_or_else(|| {
-            invalid_params(
-                format!(
-                    "strategy: {s:?} is not ACCUMULATE, DATABASE_LEVEL, EXEMPLAR_LEVEL or HYBRID"
-                ),
-                Some("strategy"),
+            invalid_choice(
+                "strategy",
+                &s,
+                &["ACCUMULATE", "DATABASE_LEVEL", "EXEMPLAR_LEVEL", "HYBRID"],
             )
         }),
     }
@@ -79,14 +87,19 @@ pub struct ExemplarParams {
     pub min_reward: f64,
 }
 
-#[derive(Deserialize)]
+/// Params of `improving.getExemplars(taskType, limit?, strategy?, minReward?)`.
+#[derive(Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 struct RawExemplars {
+    /// The task type: 1..=64 bytes of letters, digits, `.`, `_` or `-`.
     task_type: String,
+    /// Most exemplars, 1..=20 (default 3).
     #[serde(default)]
     limit: Option<u64>,
+    /// `ACCUMULATE`, `DATABASE_LEVEL`, `EXEMPLAR_LEVEL` (default) or `HYBRID`.
     #[serde(default)]
     strategy: Option<String>,
+    /// Least reward (default 0).
     #[serde(default)]
     min_reward: Option<f64>,
 }
@@ -134,10 +147,13 @@ pub struct CurateParams {
     pub strategy: Strategy,
 }
 
-#[derive(Deserialize)]
+/// Params of `improving.curate(taskType, strategy?)`.
+#[derive(Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 struct RawCurate {
+    /// The task type.
     task_type: String,
+    /// `ACCUMULATE`, `DATABASE_LEVEL`, `EXEMPLAR_LEVEL` (default) or `HYBRID`.
     #[serde(default)]
     strategy: Option<String>,
 }
@@ -162,10 +178,13 @@ pub struct AugmentParams {
     pub mode: AugmentMode,
 }
 
-#[derive(Deserialize)]
+/// Params of `improving.augment(trajectoryId, mode?)`.
+#[derive(Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 struct RawAugment {
+    /// The trajectory: `traj-<8 hex>`.
     trajectory_id: String,
+    /// `NONE`, `FEEDBACK_ONLY` (default) or `FULL_PIPELINE`.
     #[serde(default)]
     mode: Option<String>,
 }
@@ -185,9 +204,10 @@ impl AugmentParams {
             Some("NONE") => AugmentMode::None,
             Some("FULL_PIPELINE") => AugmentMode::FullPipeline,
             Some(other) => {
-                return Err(invalid_params(
-                    format!("mode: {other:?} is not NONE, FEEDBACK_ONLY or FULL_PIPELINE"),
-                    Some("mode"),
+                return Err(invalid_choice(
+                    "mode",
+                    other,
+                    &["NONE", "FEEDBACK_ONLY", "FULL_PIPELINE"],
                 ));
             }
         };
@@ -209,12 +229,16 @@ pub struct DifficultyParams {
     pub samples: Option<Vec<Value>>,
 }
 
-#[derive(Deserialize)]
+/// Params of `improving.assessDifficulty(taskType, input, samples?)`.
+#[derive(Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 struct RawDifficulty {
+    /// The task type.
     task_type: String,
+    /// The task's input (at most 16 KiB serialized).
     #[serde(default)]
     input: Value,
+    /// Outcomes of k runs: rewards (numbers) or answers (strings), at most 100.
     #[serde(default)]
     samples: Option<Vec<Value>>,
 }
@@ -259,9 +283,11 @@ pub struct StatsParams {
     pub task_type: Option<String>,
 }
 
-#[derive(Deserialize)]
+/// Params of `improving.getLibraryStats(taskType?)`.
+#[derive(Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 struct RawStats {
+    /// One task type; every library when absent.
     #[serde(default)]
     task_type: Option<String>,
 }
@@ -275,6 +301,187 @@ impl StatsParams {
         })
     }
 }
+
+/// What each `improving.*` method takes, returns and may fail with ([`crate::openrpc`]).
+pub const DOCS: [MethodDoc; 6] = [
+    MethodDoc {
+        name: RECORD_TRAJECTORY,
+        summary: "Records a run (input, output, steps, reward) in the task type's library and gossips it.",
+        params: |_| {
+            json_schema!({
+                "type": "object",
+                "required": ["taskType", "input", "output", "steps"],
+                "properties": {
+                    "taskType": {"type": "string", "description": "1..=64 bytes of letters, digits, `.`, `_` or `-`."},
+                    "input": {"description": "The task's input."},
+                    "output": {"description": "What the run produced."},
+                    "steps": {"type": "array", "items": {
+                        "type": "object",
+                        "required": ["action"],
+                        "properties": {
+                            "action": {"type": "string"},
+                            "tool": {"type": "string"},
+                            "params": {},
+                            "result": {},
+                            "duration": {"type": "number", "description": "Milliseconds."},
+                            "error": {}
+                        }
+                    }},
+                    "reward": {"type": "number", "minimum": -1, "maximum": 1, "description": "Omitted: the trajectory stays PENDING."},
+                    "metadata": {"type": "object", "description": "`exemplarIds`: the exemplars this run used."},
+                    "share": {"type": "boolean", "description": "Gossip it to the mesh (default per the node's settings)."}
+                }
+            })
+        },
+        result: |_| {
+            json_schema!({
+                "type": "object",
+                "required": ["trajectoryId", "state"],
+                "properties": {
+                    "trajectoryId": {"type": "string"},
+                    "state": {"type": "string"},
+                    "gossipedTo": {"type": "integer"},
+                    "shared": {"type": "boolean"},
+                    "redactions": {"type": "integer"},
+                    "kept": {"type": "boolean"},
+                    "duplicate": {"type": "boolean"}
+                }
+            })
+        },
+        errors: &[RpcCode::TRAJECTORY_REJECTED, RpcCode::RATE_LIMITED],
+        example: || {
+            json!({
+                "taskType": "web-research",
+                "input": {"query": "solid-state battery breakthroughs 2026"},
+                "output": {"summary": "...", "confidence": 0.91},
+                "steps": [
+                    {"action": "discover", "tool": "tool.discover", "duration": 45},
+                    {"action": "search", "tool": "web-search", "duration": 195},
+                    {"action": "synthesize", "tool": "summarizer", "duration": 720}
+                ],
+                "reward": 0.91
+            })
+        },
+    },
+    MethodDoc {
+        name: GET_EXEMPLARS,
+        summary: "The best past runs of a task type, to show a model as examples.",
+        params: params_of::<RawExemplars>,
+        result: |_| {
+            json_schema!({
+                "type": "object",
+                "required": ["exemplars", "librarySize", "avgReward", "strategy"],
+                "properties": {
+                    "exemplars": {"type": "array", "items": {
+                        "type": "object",
+                        "properties": {
+                            "trajectoryId": {"type": "string"},
+                            "input": {}, "output": {}, "steps": {"type": "array"},
+                            "reward": {"type": "number"},
+                            "state": {"type": "string"},
+                            "utilityScore": {"type": "number"},
+                            "usageCount": {"type": "integer"},
+                            "peerId": {"type": "string"},
+                            "critique": {"type": "string"}
+                        }
+                    }},
+                    "librarySize": {"type": "integer"},
+                    "avgReward": {"type": "number"},
+                    "strategy": {"type": "string"}
+                }
+            })
+        },
+        errors: &[],
+        example: || json!({"taskType": "web-research", "limit": 3, "minReward": 0.8}),
+    },
+    MethodDoc {
+        name: CURATE,
+        summary: "Prunes a task type's library by its strategy.",
+        params: params_of::<RawCurate>,
+        result: |_| {
+            json_schema!({
+                "type": "object",
+                "required": ["kept", "pruned", "librarySize", "prunedIds", "strategy"],
+                "properties": {
+                    "kept": {"type": "integer"},
+                    "pruned": {"type": "integer"},
+                    "librarySize": {"type": "integer"},
+                    "prunedIds": {"type": "array", "items": {"type": "string"}},
+                    "strategy": {"type": "string"}
+                }
+            })
+        },
+        errors: &[],
+        example: || json!({"taskType": "web-research", "strategy": "EXEMPLAR_LEVEL"}),
+    },
+    MethodDoc {
+        name: AUGMENT,
+        summary: "Critiques (and optionally regenerates) a failed run from the library's successes.",
+        params: params_of::<RawAugment>,
+        result: |_| {
+            json_schema!({
+                "type": "object",
+                "required": ["augmented", "newState"],
+                "properties": {
+                    "augmented": {"type": "boolean"},
+                    "newState": {"type": "string"},
+                    "critique": {"type": "string"},
+                    "regenerated": {}
+                }
+            })
+        },
+        errors: &[RpcCode::RATE_LIMITED],
+        example: || json!({"trajectoryId": "traj-0a1b2c3d", "mode": "FEEDBACK_ONLY"}),
+    },
+    MethodDoc {
+        name: ASSESS_DIFFICULTY,
+        summary: "How hard a task is, from the library or from the outcomes of k runs.",
+        params: params_of::<RawDifficulty>,
+        result: |_| {
+            json_schema!({
+                "type": "object",
+                "required": ["difficulty", "passRate", "recommendation"],
+                "properties": {
+                    "difficulty": {"type": "string"},
+                    "passRate": {"type": "number"},
+                    "recommendation": {"type": "string"},
+                    "runs": {"type": "integer"},
+                    "basis": {"type": "string"},
+                    "confidence": {"type": "number"}
+                }
+            })
+        },
+        errors: &[],
+        example: || json!({"taskType": "web-research", "input": {"query": "solid-state batteries"}, "samples": [0.9, 0.4, 1.0]}),
+    },
+    MethodDoc {
+        name: GET_LIBRARY_STATS,
+        summary: "Trajectory counts by state, mean reward and top contributors.",
+        params: params_of::<RawStats>,
+        result: |_| {
+            json_schema!({
+                "type": "object",
+                "required": ["total", "byState", "avgReward", "topContributors"],
+                "properties": {
+                    "total": {"type": "integer"},
+                    "byState": {"type": "object", "additionalProperties": {"type": "integer"}},
+                    "avgReward": {"type": "number"},
+                    "topContributors": {"type": "array", "items": {
+                        "type": "object",
+                        "properties": {
+                            "peerId": {"type": "string"},
+                            "trajectories": {"type": "integer"},
+                            "reputation": {"type": "number"},
+                            "uses": {"type": "integer"}
+                        }
+                    }}
+                }
+            })
+        },
+        errors: &[],
+        example: || json!({"taskType": "web-research"}),
+    },
+];
 
 #[cfg(test)]
 mod tests {

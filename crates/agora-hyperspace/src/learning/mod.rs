@@ -6,7 +6,7 @@
 //! |---|---|
 //! | [`playbook`] | bullets, ids, grow-and-refine (repeats, near-duplicates), pruning, curation to a token budget, stats |
 //! | [`reflect`] | the built-in deterministic reflector, training modes, the LLM reflector's answer schema and prompt |
-//! | [`params`] | the six methods' parameters and limits |
+//! | [`params`] | the six methods' parameters and limits; their descriptors ([`DOCS`]) for the OpenRPC document |
 //!
 //! Everything here is a pure function of its inputs: time comes in as Unix milliseconds,
 //! tokens are counted by an injected [`playbook::TokenCounter`], vectors (for near-duplicate
@@ -20,6 +20,8 @@
 pub mod params;
 pub mod playbook;
 pub mod reflect;
+
+pub use params::DOCS;
 
 /// `learning.getPlaybook`.
 pub const GET_PLAYBOOK: &str = "learning.getPlaybook";

@@ -1,4 +1,5 @@
-//! Parameters of the six `learning.*` methods (spec §5.1 "Methods"), with their limits.
+//! Parameters of the six `learning.*` methods (spec §5.1 "Methods"), with their limits, and the
+//! methods' descriptors ([`DOCS`]: params, results, errors, examples) for the OpenRPC document.
 //!
 //! Params come as an object (or positionally, in the spec's order); members this crate does not
 //! know are ignored. Every refusal is −32602 naming the field.
@@ -18,7 +19,13 @@ use serde_json::Value;
 use super::playbook::Section;
 use super::reflect::{Execution, Mode, Step};
 use crate::jsonrpc::RpcError;
-use crate::params::{invalid_params, parse_params, text};
+use schemars::{JsonSchema, json_schema};
+use serde_json::json;
+
+use super::{ADD_BULLET, CURATE, FEEDBACK, GET_PLAYBOOK, GET_STATS, REFLECT};
+use crate::jsonrpc::RpcCode;
+use crate::openrpc::{MethodDoc, params_of};
+use crate::params::{invalid_choice, invalid_params, parse_params, text};
 
 /// Limits of the learning methods.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -139,44 +146,205 @@ pub struct FeedbackParams {
     pub helpful: bool,
 }
 
-#[derive(Deserialize)]
+/// Params of `learning.getPlaybook(playbookId)` and `learning.getStats(playbookId)`.
+#[derive(Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 struct RawPlaybook {
+    /// The playbook: 1..=128 bytes of letters, digits, `.`, `_`, `:` or `-`.
     playbook_id: String,
 }
 
-#[derive(Deserialize)]
+/// Params of `learning.reflect(playbookId, execution, mode?)`.
+#[derive(Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 struct RawReflect {
+    /// The playbook (created by its first reflection).
     playbook_id: String,
+    /// `{input, output, steps: [{action, tool?, duration?, error?}], outcome, reward, feedback?,
+    /// usedBullets?}`.
     execution: Value,
+    /// `online` (default), `offline` or `eval-only`.
     #[serde(default)]
     mode: Option<String>,
 }
 
-#[derive(Deserialize)]
+/// Params of `learning.curate(playbookId, maxTokens?)`.
+#[derive(Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 struct RawCurate {
+    /// The playbook.
     playbook_id: String,
+    /// Token budget, 1..=1,000,000 (default 80,000).
     #[serde(default)]
     max_tokens: Option<u64>,
 }
 
-#[derive(Deserialize)]
+/// Params of `learning.addBullet(playbookId, section, content)`.
+#[derive(Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 struct RawAdd {
+    /// The playbook (created by its first bullet).
     playbook_id: String,
+    /// The section: strategy, calculation, mistake, feedback.
+    #[schemars(extend("enum" = ["str", "cal", "mis", "fbk"]))]
     section: String,
+    /// The bullet's text, 1..=2,000 bytes.
     content: String,
 }
 
-#[derive(Deserialize)]
+/// Params of `learning.feedback(playbookId, bulletId, helpful)`.
+#[derive(Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 struct RawFeedback {
+    /// The playbook.
     playbook_id: String,
+    /// The bullet: `<section>-<digits>`.
     bullet_id: String,
+    /// Whether it helped (else it harmed).
     helpful: bool,
 }
+
+fn playbook_example() -> Value {
+    json!({"playbookId": "web-research"})
+}
+
+/// What each `learning.*` method takes, returns and may fail with ([`crate::openrpc`]).
+pub const DOCS: [MethodDoc; 6] = [
+    MethodDoc {
+        name: GET_PLAYBOOK,
+        summary: "A playbook's bullets, oldest first, its version and token count.",
+        params: params_of::<RawPlaybook>,
+        result: |_| {
+            json_schema!({
+                "type": "object",
+                "required": ["playbookId", "bullets", "version", "tokenCount"],
+                "properties": {
+                    "playbookId": {"type": "string"},
+                    "bullets": {"type": "array", "items": {
+                        "type": "object",
+                        "required": ["id", "section", "content", "helpfulCount", "harmfulCount"],
+                        "properties": {
+                            "id": {"type": "string"},
+                            "section": {"type": "string", "enum": ["str", "cal", "mis", "fbk"]},
+                            "content": {"type": "string"},
+                            "helpfulCount": {"type": "integer"},
+                            "harmfulCount": {"type": "integer"},
+                            "createdAt": {"type": "string"},
+                            "updatedAt": {"type": "string"},
+                            "source": {"type": "string"}
+                        }
+                    }},
+                    "version": {"type": "integer"},
+                    "tokenCount": {"type": "integer"}
+                }
+            })
+        },
+        errors: &[],
+        example: playbook_example,
+    },
+    MethodDoc {
+        name: GET_STATS,
+        summary: "A playbook's bullet counts per section, mean score and version.",
+        params: params_of::<RawPlaybook>,
+        result: |_| {
+            json_schema!({
+                "type": "object",
+                "required": ["totalBullets", "bySection", "avgScore", "version"],
+                "properties": {
+                    "totalBullets": {"type": "integer"},
+                    "bySection": {"type": "object", "additionalProperties": {"type": "integer"}},
+                    "avgScore": {"type": "number"},
+                    "version": {"type": "integer"}
+                }
+            })
+        },
+        errors: &[],
+        example: playbook_example,
+    },
+    MethodDoc {
+        name: FEEDBACK,
+        summary: "Counts a bullet as helpful or harmful.",
+        params: params_of::<RawFeedback>,
+        result: |_| {
+            json_schema!({
+                "type": "object",
+                "required": ["helpfulCount", "harmfulCount"],
+                "properties": {"helpfulCount": {"type": "integer"}, "harmfulCount": {"type": "integer"}}
+            })
+        },
+        errors: &[],
+        example: || json!({"playbookId": "web-research", "bulletId": "str-1", "helpful": true}),
+    },
+    MethodDoc {
+        name: ADD_BULLET,
+        summary: "Adds a bullet to a playbook (merged when it repeats one).",
+        params: params_of::<RawAdd>,
+        result: |_| {
+            json_schema!({
+                "type": "object",
+                "required": ["bulletId", "merged"],
+                "properties": {
+                    "bulletId": {"type": "string"},
+                    "merged": {"type": "boolean"},
+                    "evicted": {"type": "string"}
+                }
+            })
+        },
+        errors: &[RpcCode::RATE_LIMITED],
+        example: || json!({"playbookId": "web-research", "section": "str", "content": "Search recent reviews before primary papers."}),
+    },
+    MethodDoc {
+        name: CURATE,
+        summary: "Drops the lowest-scoring bullets until the playbook fits a token budget.",
+        params: params_of::<RawCurate>,
+        result: |_| {
+            json_schema!({
+                "type": "object",
+                "required": ["removed", "remaining", "tokenCount"],
+                "properties": {
+                    "removed": {"type": "integer"},
+                    "remaining": {"type": "integer"},
+                    "tokenCount": {"type": "integer"}
+                }
+            })
+        },
+        errors: &[],
+        example: || json!({"playbookId": "web-research", "maxTokens": 80000}),
+    },
+    MethodDoc {
+        name: REFLECT,
+        summary: "Turns an execution into new, updated and pruned bullets.",
+        params: params_of::<RawReflect>,
+        result: |_| {
+            json_schema!({
+                "type": "object",
+                "required": ["newBullets", "prunedBullets", "updatedBullets", "playbookVersion", "reflector"],
+                "properties": {
+                    "newBullets": {"type": "array"},
+                    "prunedBullets": {"type": "array"},
+                    "updatedBullets": {"type": "array"},
+                    "playbookVersion": {"type": "integer"},
+                    "reflector": {"type": "string"},
+                    "reflectorError": {"type": "string"}
+                }
+            })
+        },
+        errors: &[RpcCode::RATE_LIMITED],
+        example: || {
+            json!({
+                "playbookId": "web-research",
+                "execution": {
+                    "input": {"query": "solid-state battery breakthroughs 2026"},
+                    "output": {"summary": "...", "confidence": 0.91},
+                    "steps": [{"action": "search", "tool": "web-search", "duration": 195}],
+                    "outcome": "success",
+                    "reward": 0.91
+                },
+                "mode": "eval-only"
+            })
+        },
+    },
+];
 
 impl PlaybookParams {
     /// Parses `{playbookId}`.
@@ -216,10 +384,7 @@ impl AddBulletParams {
     pub fn parse(params: &Value, limits: &LearningLimits) -> Result<Self, RpcError> {
         let raw: RawAdd = parse_params(params, &["playbookId", "section", "content"])?;
         let section = Section::parse(&raw.section).ok_or_else(|| {
-            invalid_params(
-                format!("section: {:?} is not str, cal, mis or fbk", raw.section),
-                Some("section"),
-            )
+            invalid_choice("section", &raw.section, &["str", "cal", "mis", "fbk"])
         })?;
         let content = raw.content.trim().to_owned();
         text(&content, "content", limits.max_content_bytes)?;
@@ -258,9 +423,10 @@ impl ReflectParams {
             Some("offline") => Mode::Offline,
             Some("eval-only") => Mode::EvalOnly,
             Some(other) => {
-                return Err(invalid_params(
-                    format!("mode: {other:?} is not online, offline or eval-only"),
-                    Some("mode"),
+                return Err(invalid_choice(
+                    "mode",
+                    other,
+                    &["online", "offline", "eval-only"],
                 ));
             }
         };

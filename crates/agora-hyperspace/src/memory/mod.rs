@@ -14,7 +14,7 @@
 //! |---|---|
 //! | [`ring`] | the ring: positions, owners of a key, covering sets, which keys move |
 //! | [`record`] | memory records, tombstones, versions, the last-writer-wins merge, ids, times |
-//! | [`params`] | the six methods' parameters and their limits |
+//! | [`params`] | the six methods' parameters and their limits; their descriptors ([`DOCS`]) for the OpenRPC document |
 //! | [`search`] | search hits and the merge of partial results |
 //! | [`wire`] | node-to-node requests and responses (`/agora/memory/1.0.0`) |
 //! | [`sync`] | anti-entropy digests and version diffs |
@@ -25,6 +25,8 @@ pub mod ring;
 pub mod search;
 pub mod sync;
 pub mod wire;
+
+pub use params::DOCS;
 
 /// `memory.store`.
 pub const STORE: &str = "memory.store";

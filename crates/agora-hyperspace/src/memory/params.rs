@@ -1,4 +1,5 @@
-//! Parameters of the six `memory.*` methods (spec §4.4 "Methods"), with their limits.
+//! Parameters of the six `memory.*` methods (spec §4.4 "Methods"), with their limits, and the
+//! methods' descriptors ([`DOCS`]: params, results, errors, examples) for the OpenRPC document.
 //!
 //! Params come as an object (or positionally, in the spec's order); members this crate does not
 //! know are ignored, as for the other primitives. Every refusal is −32602 naming the field.
@@ -20,6 +21,12 @@ use serde_json::Value;
 
 use super::record::{Tier, valid_memory_id};
 use crate::jsonrpc::RpcError;
+use schemars::{JsonSchema, Schema, json_schema};
+use serde_json::json;
+
+use super::{ARCHIVE, DELETE, GET, LIST, SEARCH, STORE};
+use crate::jsonrpc::RpcCode;
+use crate::openrpc::{MethodDoc, params_of};
 use crate::params::{invalid_params, parse_params, text};
 
 /// Size limits of the memory methods.
@@ -113,46 +120,223 @@ pub struct ListParams {
     pub offset: usize,
 }
 
-#[derive(Deserialize)]
+/// Params of `memory.store(content, sessionId?, metadata?, tier?)`.
+#[derive(Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 struct RawStore {
+    /// The text to remember (embedded once, by the node that takes the call).
     content: String,
+    /// The session it belongs to (a session token's own session when absent).
     #[serde(default)]
     session_id: Option<String>,
+    /// Any JSON object kept with it.
     #[serde(default)]
     metadata: Value,
+    /// `working` (default) or `archival`.
     #[serde(default)]
     tier: Option<Tier>,
 }
 
-#[derive(Deserialize)]
+/// Params of `memory.search(query, sessionId?, limit?, threshold?, tier?)`.
+#[derive(Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 struct RawSearch {
+    /// The text to search for.
     query: String,
+    /// Only this session's memories.
     #[serde(default)]
     session_id: Option<String>,
+    /// Most memories returned (default 10, at most 100).
     #[serde(default)]
     limit: Option<u64>,
+    /// Lowest similarity, 0..1 (default 0).
     #[serde(default)]
     threshold: Option<f64>,
+    /// The tier searched (default `working`).
     #[serde(default)]
     tier: Option<Tier>,
 }
 
-#[derive(Deserialize)]
+/// Params of `memory.get(id)`, `memory.delete(id)` and `memory.archive(id)`.
+#[derive(Deserialize, JsonSchema)]
 struct RawId {
+    /// The memory's id.
     id: String,
 }
 
-#[derive(Deserialize)]
+/// Params of `memory.list(sessionId, limit?, offset?)`.
+#[derive(Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 struct RawList {
+    /// The session.
     session_id: String,
+    /// Most memories returned.
     #[serde(default)]
     limit: Option<u64>,
+    /// Memories skipped (oldest first).
     #[serde(default)]
     offset: Option<u64>,
 }
+
+/// A memory as `memory.get` (and, with `similarity`, `memory.search`) shows it.
+fn record_schema() -> Value {
+    json!({
+        "type": "object",
+        "required": ["id", "content", "metadata", "peerId", "tier", "createdAt", "embedder"],
+        "properties": {
+            "id": {"type": "string"},
+            "content": {"type": "string"},
+            "metadata": {},
+            "peerId": {"type": "string", "description": "The node that stored it."},
+            "sessionId": {"type": ["string", "null"]},
+            "tier": {"type": "string", "enum": ["working", "archival"]},
+            "createdAt": {"type": "string", "description": "RFC 3339 UTC."},
+            "embedder": {"type": "string", "description": "The embedder of its vector."},
+            "similarity": {"type": "number", "description": "Search results only: 0..1."}
+        }
+    })
+}
+
+fn id_example() -> Value {
+    json!({"id": "mem-5f2c9a1e0b7d4c3a8e6f1b2d"})
+}
+
+/// Most memories one `memory.reembed` call moves.
+pub const MAX_REEMBED: usize = 4096;
+/// How many `memory.reembed` moves when `limit` is not given.
+pub const DEFAULT_REEMBED: usize = 256;
+
+/// What each `memory.*` method takes, returns and may fail with ([`crate::openrpc`]).
+pub const DOCS: [MethodDoc; 7] = [
+    MethodDoc {
+        name: STORE,
+        summary: "Stores a memory on its owners in the ring (3 replicas).",
+        params: params_of::<RawStore>,
+        result: |_| {
+            json_schema!({
+                "type": "object",
+                "required": ["id", "peerId", "replicas"],
+                "properties": {
+                    "id": {"type": "string"},
+                    "peerId": {"type": "string", "description": "The primary owner."},
+                    "replicas": {"type": "integer", "description": "Owners that hold it durably."}
+                }
+            })
+        },
+        errors: &[RpcCode::REPLICATION_FAILED, RpcCode::RATE_LIMITED],
+        example: || json!({"content": "Solid-state cells reached 500 Wh/kg in 2026 trials", "metadata": {"topic": "batteries"}}),
+    },
+    MethodDoc {
+        name: SEARCH,
+        summary: "Searches memories by meaning across the mesh, best first.",
+        params: params_of::<RawSearch>,
+        result: |_| {
+            Schema::try_from(json!({
+                "type": "object",
+                "required": ["memories", "searchTime", "embedder"],
+                "properties": {
+                    "memories": {"type": "array", "items": record_schema()},
+                    "searchTime": {"type": "integer", "description": "Milliseconds."},
+                    "embedder": {"type": "string"},
+                    "skippedEmbedders": {"type": "array", "items": {"type": "string"}},
+                    "partial": {"type": "object", "properties": {"asked": {"type": "integer"}, "answered": {"type": "integer"}}}
+                }
+            }))
+            .unwrap_or_default()
+        },
+        errors: &[RpcCode::RATE_LIMITED],
+        example: || {
+            json!({
+                "query": "error handling patterns for rate-limited APIs",
+                "limit": 5,
+                "threshold": 0.75,
+                "tier": "working"
+            })
+        },
+    },
+    MethodDoc {
+        name: GET,
+        summary: "One memory by id.",
+        params: params_of::<RawId>,
+        result: |_| Schema::try_from(record_schema()).unwrap_or_default(),
+        errors: &[],
+        example: id_example,
+    },
+    MethodDoc {
+        name: LIST,
+        summary: "A session's memories, oldest first, every tier.",
+        params: params_of::<RawList>,
+        result: |_| {
+            Schema::try_from(json!({
+                "type": "object",
+                "required": ["memories", "total"],
+                "properties": {
+                    "memories": {"type": "array", "items": record_schema()},
+                    "total": {"type": "integer"}
+                }
+            }))
+            .unwrap_or_default()
+        },
+        errors: &[RpcCode::SESSION_NOT_FOUND],
+        example: || json!({"sessionId": "sess-a8c3f210", "limit": 20}),
+    },
+    MethodDoc {
+        name: DELETE,
+        summary: "Deletes a memory on every owner (a sealed tombstone).",
+        params: params_of::<RawId>,
+        result: |_| {
+            json_schema!({
+                "type": "object",
+                "required": ["deleted"],
+                "properties": {"deleted": {"type": "boolean", "description": "False when there was none."}}
+            })
+        },
+        errors: &[RpcCode::REPLICATION_FAILED],
+        example: id_example,
+    },
+    MethodDoc {
+        name: ARCHIVE,
+        summary: "Moves a memory to the archival tier.",
+        params: params_of::<RawId>,
+        result: |_| {
+            json_schema!({
+                "type": "object",
+                "required": ["archived", "tier"],
+                "properties": {"archived": {"type": "boolean"}, "tier": {"const": "archival"}}
+            })
+        },
+        errors: &[RpcCode::REPLICATION_FAILED],
+        example: id_example,
+    },
+    MethodDoc {
+        name: super::REEMBED,
+        summary: "Agora's: moves up to `limit` of the memories this node holds from the lexical fallback to its embedder (API key only).",
+        params: |_| {
+            json_schema!({
+                "type": "object",
+                "properties": {
+                    "limit": {"type": "integer", "minimum": 1, "maximum": MAX_REEMBED, "default": DEFAULT_REEMBED}
+                }
+            })
+        },
+        result: |_| {
+            json_schema!({
+                "type": "object",
+                "required": ["reembedded", "failed", "remaining", "from", "to"],
+                "properties": {
+                    "reembedded": {"type": "integer"},
+                    "failed": {"type": "integer", "description": "Re-embedded but written to no owner."},
+                    "remaining": {"type": "integer", "description": "Lexical memories this node still holds."},
+                    "from": {"const": "lexical-v1"},
+                    "to": {"type": "string", "description": "The node's embedder."},
+                    "note": {"type": "string", "description": "When the node's embedder is the lexical fallback: nothing moves, and what to do."}
+                }
+            })
+        },
+        errors: &[RpcCode::RATE_LIMITED],
+        example: || json!({"limit": 64}),
+    },
+];
 
 fn session(value: Option<String>, limits: &MemoryLimits) -> Result<Option<String>, RpcError> {
     if let Some(s) = &value {
@@ -314,7 +498,7 @@ mod tests {
             (json!({}), "query"),
         ] {
             let e = SearchParams::parse(&p, &l).unwrap_err();
-            assert_eq!(e.code, crate::jsonrpc::RpcCode::INVALID_PARAMS);
+            assert_eq!(e.code, RpcCode::INVALID_PARAMS);
             assert!(field(&e).contains(f), "{p}: {e:?}");
         }
         let st = StoreParams::parse(&json!({"content": "c", "metadata": {"a": 1}}), &l).unwrap();

@@ -21,7 +21,9 @@ use crate::timestamp::{format_timestamp, parse_timestamp};
 pub const MAX_ID_BYTES: usize = 128;
 
 /// A memory's tier (spec §4.4 `tier?`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize, schemars::JsonSchema,
+)]
 #[serde(rename_all = "lowercase")]
 pub enum Tier {
     /// The hot tier searches look at by default.

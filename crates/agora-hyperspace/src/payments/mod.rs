@@ -18,6 +18,7 @@
 //! | [`credential`] | `PayCredential` (x402 v1/v2 `PaymentPayload`; the points scheme signed with Ed25519), its checks and refusal reasons, receipts |
 //! | [`channel`] | payment channels: cumulative vouchers with strictly increasing nonces, budget, close |
 //! | [`params`] | parameters of the five methods |
+//! | [`schema`] | what the five methods take and return, for the OpenRPC document |
 //! | [`settlement`] | settlement rounds and the records gossiped on `hyperspace/settlements/{round}` |
 //!
 //! No clock and no randomness are read here: `now` (milliseconds or seconds, as named) and
@@ -30,6 +31,7 @@ pub mod credential;
 pub mod decimal;
 pub mod eip712;
 pub mod params;
+pub mod schema;
 pub mod settlement;
 
 /// `micropayments.challenge`.

@@ -6,6 +6,7 @@
 //! | this one | [`Bridges`], the senders a `tool.invoke` of a bridged tool goes to, by its owner's prefix, and [`BridgeCall`] |
 //! | [`mcp`] | §10.1 `registerMCPServer`: the MCP client task, its servers (stdio children, Streamable HTTP), their tools |
 //! | [`a2a`] | §10.2 `announceA2AAgent`: announced A2A agents, their cards on gossip, their skills as tools |
+//! | [`describe`] | the `bridge.*` methods' params, results and errors, for the OpenRPC document |
 //!
 //! A bridge owns its tools the way a JSON-RPC connection owns the tools it registered: each tool
 //! in the Hyperspace service's registry has an owner, here `mcp:<server>` or `a2a:<agent>`
@@ -16,6 +17,7 @@
 //! "Peer Unavailable" at once rather than waiting behind others).
 
 pub mod a2a;
+pub mod describe;
 pub mod mcp;
 
 use std::time::Duration;

@@ -958,6 +958,7 @@ impl Conn {
     /// notification).
     async fn submit(&self, state: &RpcState, request: Request) -> Option<Slot> {
         let id = request.id.clone();
+        let relayed = request.method == agora_hyperspace::tool::INVOKE;
         let timing = state.telemetry.as_ref().map(|t| Timing {
             telemetry: Arc::clone(t),
             method: request.method.clone(),
@@ -974,7 +975,7 @@ impl Conn {
             let e = RpcError::internal_error().with_message("the node is shutting down");
             return id.map(|id| Slot::Encoded(Response::err(id, e).to_json()));
         }
-        id.map(|id| Slot::Waiting(id, rx, timing))
+        id.map(|id| Slot::Waiting(id, rx, timing, relayed))
     }
 }
 
@@ -1033,10 +1034,14 @@ fn oversized_batch(text: &str) -> bool {
 /// One entry of a frame's reply: encoded already, or the outcome of a call to wait for.
 enum Slot {
     Encoded(String),
+    /// The call's id, its outcome to come, its timing, and whether a −32602 is relayed as it
+    /// is (a tool provider's own error to `tool.invoke`) rather than completed
+    /// ([`agora_hyperspace::params::complete`]).
     Waiting(
         Id,
         oneshot::Receiver<Result<Value, RpcError>>,
         Option<Timing>,
+        bool,
     ),
 }
 
@@ -1071,10 +1076,15 @@ impl Waiting {
             sep = ",";
             match slot {
                 Slot::Encoded(text) => out.push_str(&text),
-                Slot::Waiting(id, rx, timing) => {
+                Slot::Waiting(id, rx, timing, relayed) => {
                     let outcome = rx.await.unwrap_or_else(|_| {
                         Err(RpcError::internal_error().with_message("the call was dropped"))
                     });
+                    let outcome = if relayed {
+                        outcome
+                    } else {
+                        outcome.map_err(agora_hyperspace::params::complete)
+                    };
                     if let Some(t) = timing {
                         let code = outcome.as_ref().err().map(|e| i64::from(e.code.0));
                         t.telemetry.rpc_call(&t.method, code, t.started.elapsed());
@@ -1300,8 +1310,8 @@ mod tests {
         let waiting = Waiting {
             slots: vec![
                 Slot::Encoded(r#"{"a":1}"#.into()),
-                Slot::Waiting(Id::from(7u64), rx, None),
-                Slot::Waiting(Id::from(8u64), rx2, None),
+                Slot::Waiting(Id::from(7u64), rx, None, false),
+                Slot::Waiting(Id::from(8u64), rx2, None, false),
             ],
             batch: true,
             cap: 300,

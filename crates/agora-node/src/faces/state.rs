@@ -45,6 +45,8 @@ pub struct AppState {
     pub snapshot: crate::faces::http::dashboard::cache::Cache,
     /// The node as an A2A agent (its card key, its tasks).
     pub a2a: crate::faces::a2a::agent::A2aFace,
+    /// The OpenRPC document of the JSON-RPC face ([`crate::openrpc`]), built at start-up.
+    pub openrpc: Arc<serde_json::Value>,
 }
 
 impl AppState {

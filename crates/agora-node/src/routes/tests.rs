@@ -30,13 +30,20 @@ fn routers(capacity: usize) -> (CallRouter, EventRouter, Queues) {
     // The A2A bridge's queue: dropped when this returns (its routes drop when full, and no
     // test here routes a bridge call).
     let (a2a_tx, _a2a) = mpsc::channel(capacity);
+    // `rpc.discover`'s, `node.info`'s and the MCP bridge's queues, likewise.
+    let (discover_tx, _discover) = mpsc::channel(capacity);
+    let (info_tx, _info) = mpsc::channel(capacity);
+    let (mcp_tx, _mcp) = mpsc::channel(capacity);
     let calls = CallRouter::new(
         vec![
             memory::call_route(&mem_tx),
             learning::call_route(&learn_tx),
             improving::call_route(&imp_tx),
             payments::call_route(&pay_tx),
+            crate::bridge::mcp::call_route(&mcp_tx),
             crate::bridge::a2a::call_route(&a2a_tx),
+            crate::info::call_route(&info_tx),
+            crate::openrpc::call_route(&discover_tx),
         ],
         hyperspace::call_route(&hs_tx),
     );

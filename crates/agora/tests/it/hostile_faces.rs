@@ -665,7 +665,13 @@ async fn faces_beyond_loopback_need_the_key_which_is_checked_on_every_face() {
         &[("AGORA_API_KEY", KEY)],
     );
     let http = open.addr("http");
-    for path in ["/healthz", "/status", "/agh/v0/peers", "/hyperspace/cards"] {
+    for path in [
+        "/healthz",
+        "/status",
+        "/agh/v0/peers",
+        "/hyperspace/cards",
+        "/openrpc.json",
+    ] {
         assert_eq!(request(&http, "GET", path, &[], "").await.0, 200, "{path}");
     }
     let line = greet("anon.sess-1", "lobby", 1);

@@ -158,7 +158,8 @@ async fn crafted_schemas_are_refused_at_once_and_the_node_goes_on() {
         json!({"data": 1, "schema": {"$ref": "https://json-schema.org/draft/2020-12/schema"}}),
     )
     .await;
-    assert_eq!(r["error"]["data"], json!({"field": "schema"}), "{r}");
+    assert_eq!(r["error"]["data"]["field"], "schema", "{r}");
+    assert_eq!(r["error"]["data"]["errors"][0]["field"], "schema", "{r}");
 
     // 400,000 one-digit groups: the card detector took minutes on the service task (1s), and
     // 5s are its worst case now. A debug build may need more than the 2 s budget for them:

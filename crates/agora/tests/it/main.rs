@@ -46,6 +46,7 @@ mod memory;
 mod memory_cli;
 mod mesh;
 mod nats;
+mod openrpc;
 mod payments;
 mod restart;
 mod rpc;

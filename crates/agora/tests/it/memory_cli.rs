@@ -138,7 +138,7 @@ async fn reembed_moves_lexical_memories_to_the_installed_model() {
         )
     };
     let (code, _, said) = reembed(&node.rpc);
-    assert_eq!(code, Some(1), "{said}");
+    assert_eq!(code, Some(2), "{said}");
     assert!(said.contains("install-model"), "{said}");
     drop(ws);
     node.terminate().await;

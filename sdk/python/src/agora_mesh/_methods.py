@@ -30,6 +30,7 @@ METHODS: Final[tuple[str, ...]] = (
     "memory.list",
     "memory.delete",
     "memory.archive",
+    "memory.reembed",
     "recursive.analyze",
     "recursive.track",
     "recursive.getTrace",

@@ -130,6 +130,7 @@ class Memory(Namespace):
     list: RpcMethod
     delete: RpcMethod
     archive: RpcMethod
+    reembed: RpcMethod
 
 
 class Recursive(Namespace):

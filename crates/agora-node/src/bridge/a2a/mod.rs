@@ -422,7 +422,9 @@ impl Shared {
             .unwrap_or_else(|p| p.into_inner())
             .remove(name);
         if removed.is_none() {
-            return Err(invalid(format!("no A2A agent {name:?} is announced here")));
+            return Err(RpcError::invalid_params()
+                .with_message(format!("no A2A agent {name:?} is announced here"))
+                .with_data(json!({ "field": "name", "reason": "not-found" })));
         }
         self.set_tools(name, Vec::new()).await?;
         self.publish(name, None).await;

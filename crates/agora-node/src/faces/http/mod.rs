@@ -10,6 +10,8 @@
 //! - `GET /hyperspace/cards`, `GET /hyperspace/settlements`, `POST /pay/tools/{toolId}/invoke`
 //!   (Hyperspace spec §6.3)
 //! - the dashboard ([`dashboard`]) and `GET /metrics` ([`metrics`]).
+//! - `GET /openrpc.json` → the OpenRPC document of the JSON-RPC face ([`crate::openrpc`]), the
+//!   same as its `rpc.discover`.
 //! - `/mcp`, the node as an MCP server ([`crate::faces::mcp`]), merged into this face's router
 //!   by [`crate::faces::serving`].
 //! - the node as an A2A agent ([`crate::faces::a2a`]): `GET /.well-known/agent-card.json`,
@@ -51,6 +53,7 @@ pub const READ_ONLY_PATHS: &[&str] = &[
     "/dashboard/style.css",
     crate::faces::a2a::CARD_PATH,
     crate::faces::a2a::KEY_PATH,
+    crate::openrpc::PATH,
 ];
 
 /// Paths that answer without the API key in every case: the dashboard's static page, script
@@ -73,6 +76,12 @@ pub fn http_face(state: AppState) -> Router {
             put(put_catalog).delete(delete_catalog),
         )
         .route("/metrics", get(metrics::metrics))
+        .route(
+            crate::openrpc::PATH,
+            get(|State(state): State<AppState>| async move {
+                Json(serde_json::Value::clone(&state.openrpc))
+            }),
+        )
         .merge(dashboard::routes())
         .merge(crate::faces::a2a::routes())
         .layer(DefaultBodyLimit::max(MAX_BODY))

@@ -482,8 +482,9 @@ impl Shared {
     /// lexical fallback (`lexical-v1`) to the default embedder, each as a new version sent to
     /// its owners, as an archive is. Only lexical memories move, so nodes with different
     /// embedders never undo each other; a memory changed meanwhile is left for the next call.
-    /// `{reembedded, failed, remaining, from, to}`; the operator (`agora memory reembed`)
-    /// calls it until nothing remains.
+    /// `{reembedded, failed, remaining, from, to}` (and a `note` when the node's embedder is the
+    /// lexical fallback itself: nothing moves); the operator (`agora memory reembed`) calls it
+    /// until nothing remains.
     pub(super) async fn reembed(
         self: &Arc<Self>,
         principal: &Principal,
@@ -496,13 +497,15 @@ impl Shared {
         }
         let embedder = self.embedders.default_embedder();
         let to = embedder.id().to_owned();
-        if to == FROM {
-            return Err(RpcError::invalid_params().with_message(format!(
-                "the default embedder is {FROM}, so there is nothing to move to: install a model \
-                 (agora memory install-model) and restart the node"
-            )));
-        }
         let (records, total) = self.shard.of_embedder(FROM, limit);
+        if to == FROM {
+            // Nothing to move to: said, with what to do (`agora memory reembed` prints it).
+            return Ok(json!({
+                "reembedded": 0, "failed": 0, "remaining": total, "from": FROM, "to": to,
+                "note": "the node's embedder is the lexical fallback: install a model (agora \
+                         memory install-model) and restart the node, then reembed",
+            }));
+        }
         let (mut reembedded, mut failed) = (0usize, 0usize);
         for batch in records.chunks(REEMBED_BATCH) {
             let texts: Vec<String> = batch.iter().map(|r| r.content.clone()).collect();
@@ -556,13 +559,11 @@ impl Shared {
 /// text, so a batch stays well inside the worker budget.
 const REEMBED_BATCH: usize = 16;
 
-/// Most memories one `memory.reembed` call moves.
-pub(super) const MAX_REEMBED: usize = 4096;
-
-/// `memory.reembed`'s `limit` (default 256, 1 to [`MAX_REEMBED`]).
+/// `memory.reembed`'s `limit` (default [`DEFAULT_REEMBED`], 1 to [`MAX_REEMBED`]).
 fn reembed_limit(p: &Value) -> Result<usize, RpcError> {
+    use agora_hyperspace::memory::params::{DEFAULT_REEMBED, MAX_REEMBED};
     match p.get("limit") {
-        None | Some(Value::Null) => Ok(256),
+        None | Some(Value::Null) => Ok(DEFAULT_REEMBED),
         Some(v) => v
             .as_u64()
             .and_then(|n| usize::try_from(n).ok())

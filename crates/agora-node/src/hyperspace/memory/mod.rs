@@ -608,7 +608,8 @@ fn replication_failed(required: usize, acknowledged: usize) -> RpcError {
 }
 
 fn not_found(id: &str) -> RpcError {
-    invalid(format!("no memory {id:?}")).with_data(json!({ "id": id, "reason": "not-found" }))
+    invalid(format!("no memory {id:?}"))
+        .with_data(json!({ "field": "id", "id": id, "reason": "not-found" }))
 }
 
 /// The session a caller acts in: a session token is bound to its session (it may name no

@@ -337,7 +337,7 @@ impl Shared {
             .ok_or_else(|| invalid("payment is {credential} or {channelId}"))?;
         let cell = self
             .channel(channel_id)
-            .ok_or_else(|| invalid(format!("no channel {channel_id}")))?;
+            .ok_or_else(|| no_channel(channel_id))?;
         if let Some(nonce) = payment.get("nonce").and_then(Value::as_u64) {
             // Between nodes: the caller's node paid this node on the channel; redeem it once.
             let mut held = cell.lock().await;
@@ -503,7 +503,7 @@ impl Shared {
     ) -> Result<Value, RpcError> {
         let cell = self
             .channel(&p.channel_id)
-            .ok_or_else(|| invalid(format!("no channel {}", p.channel_id)))?;
+            .ok_or_else(|| no_channel(&p.channel_id))?;
         let mut held = cell.lock().await;
         if !Self::may_act(principal, &held) || held.role == Role::Payee {
             return Err(invalid(format!(
@@ -632,7 +632,7 @@ impl Shared {
     pub(super) async fn pay_with_voucher(&self, voucher: Voucher) -> Result<Value, RpcError> {
         let cell = self
             .channel(&voucher.channel_id)
-            .ok_or_else(|| invalid(format!("no channel {}", voucher.channel_id)))?;
+            .ok_or_else(|| no_channel(&voucher.channel_id))?;
         let mut held = cell.lock().await;
         if held.role == Role::Payer {
             return Err(invalid(format!(
@@ -662,9 +662,7 @@ impl Shared {
         principal: &Principal,
         id: &str,
     ) -> Result<Value, RpcError> {
-        let cell = self
-            .channel(id)
-            .ok_or_else(|| invalid(format!("no channel {id}")))?;
+        let cell = self.channel(id).ok_or_else(|| no_channel(id))?;
         let mut held = cell.lock().await;
         if !Self::may_act(principal, &held) {
             return Err(invalid(format!("no channel {id}")));
@@ -762,4 +760,11 @@ fn paid(nonce: u64, channel: &Channel) -> Value {
         channel.currency.decimals(),
     );
     Value::Object(r)
+}
+
+/// −32602 for a channel this node does not hold: `data {field: "channelId", reason:
+/// "not-found", channelId}`.
+fn no_channel(id: &str) -> RpcError {
+    invalid(format!("no channel {id}"))
+        .with_data(json!({ "field": "channelId", "reason": "not-found", "channelId": id }))
 }
