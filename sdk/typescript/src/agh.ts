@@ -4,8 +4,9 @@
  * One text frame is one envelope. The agent greets with a Peer Card, then says, asks whois,
  * sends directs, capabilities and receipts; envelopes addressed to it (or broadcast in its
  * channel) arrive through an async iterator. v0 receivers never require a proof; this client
- * can still sign each envelope with an Ed25519 key (WebCrypto) so that agents that know each
- * other's keys can check who wrote it ({@link verifyEnvelope}).
+ * still signs each envelope with its Ed25519 key (WebCrypto), as AGH's draft v1 trust profile
+ * `agh-network.trust.ed25519-jcs/v1` writes proofs, so that agents can check who wrote an
+ * envelope ({@link verifyEnvelope}).
  */
 
 import { AgoraError, ConnectionClosed, InvalidParams, TimeoutError } from './errors.js';
@@ -78,7 +79,7 @@ const subtle = (): SubtleCrypto => {
 const hex = (bytes: ArrayBuffer | Uint8Array<ArrayBuffer>): string =>
   Array.from(bytes instanceof Uint8Array ? bytes : new Uint8Array(bytes), (b) => b.toString(16).padStart(2, '0')).join('');
 
-function base64url(bytes: Uint8Array<ArrayBuffer>): string {
+function base64url(bytes: Uint8Array): string {
   let s = '';
   for (const b of bytes) s += String.fromCharCode(b);
   return btoa(s).replace(/\+/g, '-').replace(/\//g, '_').replace(/=+$/, '');
@@ -93,24 +94,51 @@ async function sha256(text: string): Promise<ArrayBuffer> {
   return subtle().digest('SHA-256', new TextEncoder().encode(text));
 }
 
+/** The trust profile whose proofs this client writes and checks (AGH v1 draft, Ed25519 + JCS). */
+export const TRUST_PROFILE = 'agh-network.trust.ed25519-jcs/v1';
+const PKCS8_ED25519_PREFIX = Uint8Array.from([0x30, 0x2e, 0x02, 0x01, 0x00, 0x30, 0x05, 0x06, 0x03, 0x2b, 0x65, 0x70, 0x04, 0x22, 0x04, 0x20]);
+
 /** An agent's Ed25519 key pair; its default Peer ID is derived from the public key. */
 export class Identity {
   readonly publicKey: Uint8Array<ArrayBuffer>;
+  /** First 32 hex digits of SHA-256 of the public key (the v1 draft's fingerprint). */
+  readonly fingerprint: string;
+  /** `sha256:` and the 64 hex digits of SHA-256 of the public key. */
+  readonly keyId: string;
+  /** `ed25519-<fingerprint>`: a v0 Peer ID (the v1 handle `name@fingerprint` is not one). */
   readonly peerId: string;
   private readonly privateKey: CryptoKey;
 
-  private constructor(privateKey: CryptoKey, publicKey: Uint8Array<ArrayBuffer>, peerId: string) {
+  private constructor(privateKey: CryptoKey, publicKey: Uint8Array<ArrayBuffer>, digest: string) {
     this.privateKey = privateKey;
     this.publicKey = publicKey;
-    this.peerId = peerId;
+    this.keyId = `sha256:${digest}`;
+    this.fingerprint = digest.slice(0, 32);
+    this.peerId = `ed25519-${this.fingerprint}`;
+  }
+
+  private static async from(privateKey: CryptoKey, publicKey: Uint8Array<ArrayBuffer>): Promise<Identity> {
+    return new Identity(privateKey, publicKey, hex(await subtle().digest('SHA-256', publicKey)));
   }
 
   /** A new random identity. */
   static async generate(): Promise<Identity> {
     const pair = (await subtle().generateKey({ name: 'Ed25519' }, true, ['sign', 'verify'])) as CryptoKeyPair;
-    const raw = new Uint8Array(await subtle().exportKey('raw', pair.publicKey));
-    const id = `ed25519-${hex(await subtle().digest('SHA-256', raw)).slice(0, 32)}`;
-    return new Identity(pair.privateKey, raw, id);
+    return Identity.from(pair.privateKey, new Uint8Array(await subtle().exportKey('raw', pair.publicKey)));
+  }
+
+  /** The identity of a 32-byte Ed25519 seed (private key). */
+  static async fromSeed(seed: Uint8Array): Promise<Identity> {
+    if (!(seed instanceof Uint8Array) || seed.length !== 32) {
+      throw new InvalidParams('an Ed25519 seed is 32 bytes', null, { field: 'seed' });
+    }
+    const pkcs8 = new Uint8Array(48);
+    pkcs8.set(PKCS8_ED25519_PREFIX);
+    pkcs8.set(seed, 16);
+    const key = await subtle().importKey('pkcs8', pkcs8, { name: 'Ed25519' }, true, ['sign']);
+    const jwk = await subtle().exportKey('jwk', key);
+    if (typeof jwk.x !== 'string') throw new AgoraError('WebCrypto did not export the Ed25519 public key');
+    return Identity.from(key, fromBase64url(jwk.x));
   }
 
   /** Signs bytes (Ed25519). */
@@ -119,38 +147,47 @@ export class Identity {
   }
 }
 
-/** JSON with object keys sorted at every depth: the bytes a proof signs. */
-function canonical(value: unknown): string {
-  if (Array.isArray(value)) return `[${value.map(canonical).join(',')}]`;
+/** RFC 8785 (JCS) canonical JSON: keys sorted by UTF-16 code units, ECMAScript numbers and
+ * strings; `undefined` members dropped. */
+export function canonicalJson(value: unknown): string {
+  if (Array.isArray(value)) return `[${value.map(canonicalJson).join(',')}]`;
   if (value !== null && typeof value === 'object') {
-    const keys = Object.keys(value).sort();
     const obj = value as Record<string, unknown>;
-    return `{${keys
+    const keys = Object.keys(obj)
       .filter((k) => obj[k] !== undefined)
-      .map((k) => `${JSON.stringify(k)}:${canonical(obj[k])}`)
-      .join(',')}}`;
+      .sort();
+    return `{${keys.map((k) => `${JSON.stringify(k)}:${canonicalJson(obj[k])}`).join(',')}}`;
   }
   return JSON.stringify(value);
 }
 
-/** What an envelope's proof signs: SHA-256 of the envelope without `proof`, keys sorted. */
-async function signingBytes(env: Envelope): Promise<Uint8Array<ArrayBuffer>> {
-  const { proof: _proof, ...rest } = env;
-  return new Uint8Array(await sha256(`agora-agh-proof/1\n${canonical(rest)}`));
+/** The bytes a proof signs: the envelope with `proof` minus `sig`, JCS-canonicalised. */
+function signingBytes(env: Envelope): Uint8Array<ArrayBuffer> {
+  const { sig: _sig, ...proof } = env.proof ?? {};
+  return new TextEncoder().encode(canonicalJson({ ...env, proof }));
+}
+
+/** Signs an envelope in place with the v1 draft's Ed25519 + JCS profile; returns it. */
+export async function signEnvelope(env: Envelope, identity: Identity): Promise<Envelope> {
+  env.proof = { profile: TRUST_PROFILE, alg: 'Ed25519', key_id: identity.keyId, pubkey: base64url(identity.publicKey) };
+  env.proof.sig = base64url(await identity.sign(signingBytes(env)));
+  return env;
 }
 
 /**
- * Checks an envelope's Ed25519 proof (`{alg: "Ed25519", key, sig}`, base64url) and, when
- * `publicKey` is given, that it was made with that key. `false` without a proof.
+ * Checks an envelope's Ed25519 + JCS proof (its profile, key id and signature) and, when
+ * `publicKey` is given, that this key made it. `false` without a proof.
  */
-export async function verifyEnvelope(env: Envelope, publicKey?: Uint8Array<ArrayBuffer>): Promise<boolean> {
+export async function verifyEnvelope(env: Envelope, publicKey?: Uint8Array): Promise<boolean> {
   const p = env.proof;
-  if (!p || p.alg !== 'Ed25519' || typeof p.key !== 'string' || typeof p.sig !== 'string') return false;
-  const key = fromBase64url(p.key);
-  if (publicKey && base64url(publicKey) !== base64url(key)) return false;
+  if (!p || p.profile !== TRUST_PROFILE || p.alg !== 'Ed25519') return false;
+  if (typeof p.pubkey !== 'string' || typeof p.sig !== 'string' || typeof p.key_id !== 'string') return false;
   try {
+    const key = fromBase64url(p.pubkey);
+    if (key.length !== 32 || p.key_id !== `sha256:${hex(await subtle().digest('SHA-256', key))}`) return false;
+    if (publicKey && base64url(publicKey) !== p.pubkey) return false;
     const k = await subtle().importKey('raw', key, { name: 'Ed25519' }, false, ['verify']);
-    return await subtle().verify({ name: 'Ed25519' }, k, fromBase64url(p.sig), await signingBytes(env));
+    return await subtle().verify({ name: 'Ed25519' }, k, fromBase64url(p.sig), signingBytes(env));
   } catch {
     return false;
   }
@@ -383,10 +420,10 @@ export class AghAgent {
   card(capabilities: string[] = [], ext?: Record<string, unknown>): PeerCard {
     const card: PeerCard = {
       peer_id: this.peerId,
-      profiles_supported: [PROTOCOL],
+      profiles_supported: this.sign ? [PROTOCOL, TRUST_PROFILE] : [PROTOCOL],
       capabilities,
       artifacts_supported: ['capability'],
-      trust_modes_supported: this.sign ? ['ed25519'] : [],
+      trust_modes_supported: this.sign ? ['verified'] : [],
     };
     if (this.displayName) card.display_name = this.displayName;
     if (ext) card.ext = ext;
@@ -414,29 +451,26 @@ export class AghAgent {
     if (options.causationId !== undefined) env.causation_id = options.causationId;
     if (this.ttl !== undefined) env.expires_at = ts + this.ttl;
     if (options.ext !== undefined) env.ext = options.ext;
-    if (this.sign) {
-      const sig = await this.identity.sign(await signingBytes(env));
-      env.proof = { alg: 'Ed25519', key: base64url(this.identity.publicKey), sig: base64url(sig) };
-    }
+    if (this.sign) await signEnvelope(env, this.identity);
     this.socket.send(JSON.stringify(env));
     return env;
   }
 
   /** Announces the agent in its channel with its Peer Card. */
-  greet(options: { capabilities?: string[]; summary?: string; cardExt?: Record<string, unknown> } = {}): Promise<Envelope> {
+  async greet(options: { capabilities?: string[]; summary?: string; cardExt?: Record<string, unknown> } = {}): Promise<Envelope> {
     const body: Record<string, unknown> = { peer_card: this.card(options.capabilities ?? [], options.cardExt) };
     if (options.summary !== undefined) body.summary = options.summary;
     return this.send('greet', body);
   }
 
   /** A channel-visible message. */
-  say(text: string, options: { intent?: string; artifacts?: unknown[] } & SendOptions = {}): Promise<Envelope> {
+  async say(text: string, options: { intent?: string; artifacts?: unknown[] } & SendOptions = {}): Promise<Envelope> {
     requireText(text, 'text');
     return this.send('say', messageBody(text, options), options);
   }
 
   /** Asks who is in the channel (or one peer, with `to`); the node answers for its local peers. */
-  whois(options: { query?: string; includeCatalog?: boolean } & SendOptions = {}): Promise<Envelope> {
+  async whois(options: { query?: string; includeCatalog?: boolean } & SendOptions = {}): Promise<Envelope> {
     const body: Record<string, unknown> = { type: 'request' };
     if (options.query !== undefined) body.query = options.query;
     const send = { ...options };
@@ -445,7 +479,7 @@ export class AghAgent {
   }
 
   /** A directed message opening or continuing an interaction (`interactionId`, default new). */
-  direct(
+  async direct(
     to: string,
     text: string,
     options: { intent?: string; artifacts?: unknown[] } & SendOptions = {},
@@ -466,7 +500,7 @@ export class AghAgent {
   }
 
   /** A receipt for an envelope (`forId`) of an interaction. */
-  receipt(
+  async receipt(
     forId: string,
     status: ReceiptStatus,
     options: { reasonCode?: string; detail?: string } & SendOptions & { interactionId: string },
@@ -480,7 +514,7 @@ export class AghAgent {
   }
 
   /** Progress of an interaction (`working`, `completed`, …). */
-  trace(
+  async trace(
     interactionId: string,
     state: TraceState,
     options: { message?: string; result?: unknown } & SendOptions = {},
