@@ -94,7 +94,9 @@ export type ClientEvent = 'disconnect' | 'reconnect' | 'reconnectFailed';
 interface Pending {
   resolve: (value: any) => void;
   reject: (error: AgoraError) => void;
-  timer: ReturnType<typeof setTimeout>;
+  /** `Date.now()` after which the call times out. */
+  deadline: number;
+  timeoutMs: number;
   method: string;
 }
 
@@ -108,6 +110,8 @@ type State = 'open' | 'reconnecting' | 'closed';
 const DEFAULT_TIMEOUT_MS = 30_000;
 const DEFAULT_CONNECT_TIMEOUT_MS = 10_000;
 const DEFAULT_MAX_PENDING = 4096;
+/** How often calls in flight are checked for their timeout, ms (a timeout fires up to this late). */
+const SWEEP_MS = 20;
 const DECIMAL = /^(?:0|[1-9][0-9]*)(?:\.[0-9]+)?$/;
 
 function positive(value: unknown, name: string): number {
@@ -182,11 +186,18 @@ export class Hyperspace {
   private ready: Promise<void> = Promise.resolve();
   private settleReady: ((ok: boolean) => void) | undefined;
   private wake: (() => void) | undefined;
-  private readonly onTimeout = (id: number, timeoutMs: number): void => {
-    const p = this.pending.get(id);
-    if (!p) return;
-    this.pending.delete(id);
-    p.reject(new TimeoutError(`${p.method}: no answer within ${timeoutMs} ms`));
+  private detach: () => void = () => {};
+  /** One timer for all calls in flight (cheaper than a timer per call), while there are any. */
+  private sweeper: ReturnType<typeof setInterval> | undefined;
+  private readonly sweep = (): void => {
+    const now = Date.now();
+    for (const [id, p] of this.pending) {
+      if (p.deadline <= now) {
+        this.pending.delete(id);
+        p.reject(new TimeoutError(`${p.method}: no answer within ${p.timeoutMs} ms`));
+      }
+    }
+    if (this.pending.size === 0) this.stopSweeper();
   };
 
   /** @internal Use {@link connect}. */
@@ -265,16 +276,20 @@ export class Hyperspace {
       return Promise.reject(new InvalidParams(`${method}: params are not JSON: ${String(e)}`, null, { field: 'params' }));
     }
     return new Promise<R>((resolve, reject) => {
-      const timer = setTimeout(this.onTimeout, timeoutMs, id, timeoutMs);
-      this.pending.set(id, { resolve, reject, timer, method });
+      this.pending.set(id, { resolve, reject, deadline: Date.now() + timeoutMs, timeoutMs, method });
+      if (this.sweeper === undefined) this.sweeper = setInterval(this.sweep, SWEEP_MS);
       try {
         socket.send(frame);
       } catch (e) {
-        clearTimeout(timer);
         this.pending.delete(id);
         reject(new ConnectionClosed(`${method}: the connection is not open: ${String(e)}`));
       }
     });
+  }
+
+  private stopSweeper(): void {
+    if (this.sweeper !== undefined) clearInterval(this.sweeper);
+    this.sweeper = undefined;
   }
 
   private async callWhenReady<R>(method: string, params: unknown, options?: CallOptions): Promise<R> {
@@ -299,7 +314,20 @@ export class Hyperspace {
 
   private attach(socket: SocketLike): void {
     this.socket = socket;
-    socket.onmessage = (ev) => this.receive(socket, ev.data);
+    const emitter = socket as unknown as { on?: unknown; off?: unknown };
+    if (typeof emitter.on === 'function' && typeof emitter.off === 'function') {
+      // `ws`: its EventEmitter side skips building a MessageEvent per frame
+      const onMessage = (data: unknown, isBinary: boolean): void => {
+        if (!isBinary) this.receive(socket, String(data));
+      };
+      (emitter.on as (e: string, l: typeof onMessage) => void).call(socket, 'message', onMessage);
+      this.detach = () => (emitter.off as (e: string, l: typeof onMessage) => void).call(socket, 'message', onMessage);
+    } else {
+      socket.onmessage = (ev) => this.receive(socket, ev.data);
+      this.detach = () => {
+        socket.onmessage = null;
+      };
+    }
     socket.onerror = () => {
       // the close event that follows says what happened
     };
@@ -329,7 +357,6 @@ export class Hyperspace {
     const p = this.pending.get(msg.id);
     if (p === undefined) return; // its call timed out
     this.pending.delete(msg.id);
-    clearTimeout(p.timer);
     if (msg.error !== undefined) p.reject(fromRpcError(msg.error));
     else p.resolve(msg.result);
   }
@@ -373,14 +400,15 @@ export class Hyperspace {
 
   private closed(socket: SocketLike, code: number, reason: string): void {
     if (socket !== this.socket) return;
-    socket.onmessage = socket.onclose = socket.onerror = null;
+    this.detach();
+    socket.onclose = socket.onerror = null;
     this.socket = undefined;
     const why = `the connection closed (${code}${reason ? ` ${reason}` : ''})`;
     for (const [id, p] of this.pending) {
-      clearTimeout(p.timer);
       p.reject(new ConnectionClosed(`${p.method}: ${why}`, null, { code, reason }));
       this.pending.delete(id);
     }
+    this.stopSweeper();
     if (this.status === 'closed') return;
     this.emit('disconnect', { code, reason });
     if (this.reconnect === undefined) {

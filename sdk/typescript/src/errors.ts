@@ -105,5 +105,14 @@ export function fromRpcError(error: unknown): AgoraError {
     return new AgoraError(`malformed error from the node: ${JSON.stringify(error)}`, null, error);
   }
   const Class = ERROR_CLASSES.get(code) ?? AgoraError;
-  return new Class(text, code, data);
+  // An error answered by the node has no useful stack (it would show this client's frame
+  // dispatch, not the call site), and capturing one is most of the cost of a failed call.
+  const E = Error as { stackTraceLimit?: number };
+  const limit = E.stackTraceLimit;
+  E.stackTraceLimit = 0;
+  try {
+    return new Class(text, code, data);
+  } finally {
+    E.stackTraceLimit = limit;
+  }
 }
