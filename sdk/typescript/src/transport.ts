@@ -80,32 +80,38 @@ export function openSocket(
       reject(e instanceof Error ? e : new Error(String(e)));
       return;
     }
-    let failure = '';
-    const timer = setTimeout(() => {
+    let settled = false;
+    const fail = (why: string): void => {
+      if (settled) return;
+      settled = true;
+      clearTimeout(timer);
       socket.onopen = socket.onerror = socket.onclose = null;
       try {
         socket.close();
       } catch {
         // closing a socket that never opened
       }
-      reject(new Error(`no WebSocket connection to ${url} within ${timeoutMs} ms`));
-    }, timeoutMs);
+      reject(new Error(`cannot connect to ${url}: ${why}`));
+    };
+    const timer = setTimeout(() => fail(`no WebSocket connection within ${timeoutMs} ms`), timeoutMs);
     socket.onopen = () => {
+      if (settled) return;
+      settled = true;
       clearTimeout(timer);
       socket.onopen = socket.onerror = socket.onclose = null;
       resolve(socket);
     };
+    // `ws` names the cause (`Unexpected server response: 401`); the WHATWG WebSocket does not.
     socket.onerror = (ev) => {
       const err = (ev as { error?: unknown; message?: unknown }) ?? {};
       const msg = err.error instanceof Error ? err.error.message : err.message;
-      if (typeof msg === 'string') failure = msg;
+      fail(
+        typeof msg === 'string' && msg !== ''
+          ? msg
+          : 'the WebSocket handshake failed (no node there, not its JSON-RPC face, or a refused credential: HTTP 401)',
+      );
     };
-    socket.onclose = (ev) => {
-      clearTimeout(timer);
-      socket.onopen = socket.onerror = socket.onclose = null;
-      const why = failure || (ev.reason ? `${ev.code} ${ev.reason}` : `closed with ${ev.code}`);
-      reject(new Error(`cannot connect to ${url}: ${why}`));
-    };
+    socket.onclose = (ev) => fail(ev.reason ? `closed with ${ev.code} ${ev.reason}` : `closed with ${ev.code}`);
   });
 }
 
