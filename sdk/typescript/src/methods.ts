@@ -365,9 +365,12 @@ export interface AnnounceA2AAgentParams {
 // ---- node ----
 export interface NodeInfo {
   peerId: string;
+  /** The payments wallet's address (EIP-55). */
   walletAddress: string;
-  faces: Record<string, string>;
-  embedder: string;
+  /** Each face's address (`rpc`, `agh`, `http`, `agtp`, …); `p2p` is a list of multiaddrs. */
+  faces: { [face: string]: string | string[] | undefined; p2p?: string[] };
+  /** The memory embedder: its `id` (`lexical-v1`, …) and vector `dimensions`. */
+  embedder: { id: string; dimensions: number; [key: string]: unknown };
   version: string;
   [key: string]: unknown;
 }
