@@ -186,6 +186,8 @@ export class Hyperspace {
   private ready: Promise<void> = Promise.resolve();
   private settleReady: ((ok: boolean) => void) | undefined;
   private wake: (() => void) | undefined;
+  /** Calls waiting for a reconnection (bounded by `maxPending`). */
+  private waiting = 0;
   private detach: () => void = () => {};
   /** One timer for all calls in flight (cheaper than a timer per call), while there are any. */
   private sweeper: ReturnType<typeof setInterval> | undefined;
@@ -294,6 +296,18 @@ export class Hyperspace {
 
   private async callWhenReady<R>(method: string, params: unknown, options?: CallOptions): Promise<R> {
     if (this.status === 'closed') throw new ConnectionClosed(`${method}: the connection is closed`);
+    if (this.waiting >= this.maxPending) {
+      throw new AgoraError(`${method}: ${this.maxPending} calls already wait for the reconnection (maxPending)`);
+    }
+    this.waiting++;
+    try {
+      return await this.afterReconnect<R>(method, params, options);
+    } finally {
+      this.waiting--;
+    }
+  }
+
+  private async afterReconnect<R>(method: string, params: unknown, options?: CallOptions): Promise<R> {
     const timeoutMs = options?.timeoutMs ?? this.timeoutMs;
     const started = Date.now();
     let timer: ReturnType<typeof setTimeout> | undefined;
@@ -453,6 +467,8 @@ export class Hyperspace {
         return;
       } catch (e) {
         lastError = e;
+        // a refused credential stays refused (an ended session's token, a changed API key)
+        if (e instanceof Error && /\b401\b/.test(e.message)) break;
       }
     }
     if (this.status !== 'reconnecting') return;

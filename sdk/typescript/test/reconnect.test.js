@@ -82,4 +82,23 @@ describe('reconnection', () => {
     assert.ok(failed.error instanceof Error);
     await assert.rejects(client.state.createSession(), ConnectionClosed);
   });
+
+  it('stops reconnecting once the credential is refused (an ended session)', async () => {
+    const node = await startNode();
+    nodes.push(node);
+    const admin = await connect(node.rpc);
+    const s = await admin.state.createSession();
+    const scoped = await connect(node.rpc, { sessionToken: s.sessionToken, reconnect: { initialDelayMs: 5, maxDelayMs: 20 } });
+    let failed;
+    scoped.on('reconnectFailed', (d) => {
+      failed = d;
+    });
+    await admin.state.endSession({ sessionId: s.sessionId });
+    // the node closes the token's connection at its next frame
+    await scoped.state.getSession({ sessionId: s.sessionId }).catch(() => {});
+    await eventually(() => failed, 10_000, 'reconnectFailed after a 401');
+    assert.match(failed.error.message, /401/);
+    await assert.rejects(scoped.state.getSession({ sessionId: s.sessionId }), ConnectionClosed);
+    await admin.close();
+  });
 });
