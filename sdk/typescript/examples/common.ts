@@ -1,6 +1,13 @@
 // Shared by the examples: node URLs from argv or the environment, assertions, output.
 import { connect, type Hyperspace } from 'agora-mesh';
 
+// The part of Node's `process` the examples use (so they compile without @types/node).
+declare const process: {
+  argv: string[];
+  env: Record<string, string | undefined>;
+  exit(code: number): never;
+};
+
 /** The JSON-RPC URLs: the command line's arguments, else AGORA_RPC_URLS (comma-separated), else
  * AGORA_RPC, else the default port on loopback. */
 export function nodeUrls(): string[] {
