@@ -170,6 +170,7 @@ export class Hyperspace {
   readonly micropayments!: MicropaymentsNamespace;
   readonly bridge!: Callable<typeof METHODS.bridge>;
   readonly node!: Callable<typeof METHODS.node>;
+  readonly rpc!: Callable<typeof METHODS.rpc>;
 
   private socket: SocketLike | undefined;
   private status: State = 'closed';

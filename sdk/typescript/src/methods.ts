@@ -375,6 +375,14 @@ export interface NodeInfo {
   [key: string]: unknown;
 }
 
+/** The OpenRPC document `rpc.discover` answers (only the members this SDK reads are typed). */
+export interface OpenRpcDocument {
+  openrpc: string;
+  info: { title: string; version: string; [key: string]: unknown };
+  methods: Array<{ name: string; [key: string]: unknown }>;
+  [key: string]: unknown;
+}
+
 /** A method's signature, carried only in the type (the runtime value is an empty marker). */
 export interface Sig<P, R> {
   readonly __params?: P;
@@ -461,6 +469,10 @@ export const METHODS = {
   },
   node: {
     info: m<Empty, NodeInfo>(),
+  },
+  rpc: {
+    /** The face's OpenRPC 1.3 document (OpenRPC's `rpc.discover` convention). */
+    discover: m<Empty, OpenRpcDocument>(),
   },
 } as const;
 

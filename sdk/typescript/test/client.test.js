@@ -45,8 +45,21 @@ describe('client', () => {
       assert.equal(typeof fn, 'function', name);
     }
     assert.deepEqual(Object.keys(METHODS).sort(), [
-      'bridge', 'guard', 'improving', 'learning', 'memory', 'micropayments', 'node', 'recursive', 'state', 'tool',
+      'bridge', 'guard', 'improving', 'learning', 'memory', 'micropayments', 'node', 'recursive', 'rpc', 'state', 'tool',
     ]);
+  });
+
+  it('the method table matches the methods the node describes (rpc.discover)', async (t) => {
+    const doc = await hs.rpc.discover().catch((e) => e);
+    if (doc instanceof MethodNotFound) {
+      t.skip('this node binary has no rpc.discover yet');
+      return;
+    }
+    assert.ok(!(doc instanceof Error), String(doc));
+    assert.match(doc.openrpc, /^1\.3\./);
+    // selfImproving.* are the node's aliases of improving.*
+    const served = doc.methods.map((m) => m.name).filter((n) => !n.startsWith('selfImproving.'));
+    assert.deepEqual([...new Set(served)].sort(), methodNames().sort());
   });
 
   it('state: a session lifecycle', async () => {
