@@ -14,6 +14,7 @@ import {
   METHODS,
   isNamespace,
   type Amount,
+  type CallOptions,
   type Callable,
   type ChannelCloseResult,
   type ChannelOpenParams,
@@ -62,9 +63,6 @@ export interface ConnectOptions {
   WebSocket?: SocketConstructor;
 }
 
-export interface CallOptions {
-  timeoutMs?: number;
-}
 
 /** What a tool handler is told besides its input. */
 export interface ToolContext {
@@ -222,7 +220,7 @@ export class Hyperspace {
             factor: 2,
             jitter: 0.5,
             maxAttempts: Number.POSITIVE_INFINITY,
-            ...(r === true ? {} : r),
+            ...(r === true ? {} : Object.fromEntries(Object.entries(r).filter(([, v]) => v !== undefined))),
           };
     const self = this as unknown as Record<string, unknown>;
     for (const [ns, table] of Object.entries(METHODS)) self[ns] = this.namespace(table, `${ns}.`);

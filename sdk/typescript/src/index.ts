@@ -9,7 +9,6 @@
  */
 export { connect, checkAmount, Hyperspace, PaymentChannel } from './client.js';
 export type {
-  CallOptions,
   ClientEvent,
   ConnectOptions,
   ReconnectOptions,

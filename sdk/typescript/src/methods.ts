@@ -476,12 +476,18 @@ export const METHODS = {
   },
 } as const;
 
-/** The callable form of a table: each signature becomes `(params) => Promise<result>`. */
+/** Options of one call. */
+export interface CallOptions {
+  /** This call's timeout, ms (default: the client's `timeoutMs`). */
+  timeoutMs?: number;
+}
+
+/** The callable form of a table: each signature becomes `(params, options?) => Promise<result>`. */
 export type Callable<T> = {
   readonly [K in keyof T]: T[K] extends Sig<infer P, infer R>
     ? undefined extends P
-      ? (params?: P) => Promise<R>
-      : (params: P) => Promise<R>
+      ? (params?: P, options?: CallOptions) => Promise<R>
+      : (params: P, options?: CallOptions) => Promise<R>
     : Callable<T[K]>;
 };
 

@@ -225,7 +225,7 @@ describe('client', () => {
     const provider = await connect(node.rpc, { apiKey: API_KEY });
     const slow = await provider.tool.register({ name: 'slow', description: 'answers late', capabilities: ['slow'] }, () => new Promise(() => {}));
     const client = await connect(node.rpc, { apiKey: API_KEY, reconnect: false });
-    const t = await client.call('tool.invoke', { toolId: slow.toolId, params: {} }, { timeoutMs: 200 }).catch((e) => e);
+    const t = await client.tool.invoke({ toolId: slow.toolId, params: {} }, { timeoutMs: 200 }).catch((e) => e);
     assert.ok(t instanceof TimeoutError, String(t));
     const inFlight = client.tool.invoke({ toolId: slow.toolId, params: {} });
     await client.close();
