@@ -376,11 +376,15 @@ export class AghAgent {
     } catch {
       return;
     }
-    if (v && typeof v === 'object' && v.protocol === undefined && v.error && typeof v.error === 'object') {
-      this.refused.push(v.error as Refusal);
-    } else if (v && typeof v === 'object') {
+    if (v === null || typeof v !== 'object') return;
+    if (typeof v.protocol === 'string' && typeof v.kind === 'string') {
       this.inbox.push(v as Envelope);
+    } else if (v.error && typeof v.error === 'object') {
+      this.refused.push(v.error as Refusal);
+    } else if (v.ok === false) {
+      this.refused.push(v as Refusal);
     }
+    // anything else (an acknowledgement such as {"ok": true, "id": …}) carries nothing to read
   }
 
   /** Incoming envelopes, in arrival order, until the connection closes. */
