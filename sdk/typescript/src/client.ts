@@ -236,7 +236,14 @@ export class Hyperspace {
       const name = prefix + key;
       out[key] = isNamespace(value)
         ? this.namespace(value, `${name}.`)
-        : (params?: unknown, options?: CallOptions) => this.call(name, params, options);
+        : (params?: unknown, options?: CallOptions) =>
+            params === undefined || (typeof params === 'object' && params !== null && !Array.isArray(params))
+              ? this.call(name, params, options)
+              : Promise.reject(
+                  new InvalidParams(`${name}: params must be one object with the spec's names, got ${JSON.stringify(params)}`, null, {
+                    field: 'params',
+                  }),
+                );
     }
     return out;
   }

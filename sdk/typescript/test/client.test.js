@@ -217,6 +217,7 @@ describe('client', () => {
     await assert.rejects(connect(node.rpc, { apiKey: API_KEY, sessionToken: 'b' }), InvalidParams);
     await assert.rejects(connect(node.rpc, { apiKey: API_KEY, timeoutMs: -1 }), /timeoutMs must be a positive number/);
     await assert.rejects(hs.tool.register({ name: 'x' }, () => 1), /missing description, capabilities/);
+    await assert.rejects(hs.state.getSession('sess-1'), /state\.getSession: params must be one object/);
     await assert.rejects(hs.micropayments.channel.open({ payee: node.peerId, budget: '5 USDC', currency: 'USDC' }), (e) => e instanceof InvalidParams && e.field === 'budget');
     await assert.rejects(connect('ws://127.0.0.1:9', { reconnect: false }), ConnectionClosed);
   });
