@@ -50,11 +50,14 @@ async function drive(one) {
   return CALLS / secs;
 }
 
-/** The SDK: `call` resolves or rejects; a missing session is the expected −32001. */
+/** The SDK, through the namespaced method (`hyperspace.state.getSession`) as an agent calls
+ * it; a missing session is the expected −32001. */
 async function sdkRound(client) {
   const expectError = METHOD === 'state.getSession';
+  const method = METHOD.split('.').reduce((o, k) => o?.[k], client);
+  if (typeof method !== 'function') throw new Error(`the SDK has no method ${METHOD}`);
   return drive(() =>
-    client.call(METHOD, PARAMS).then(
+    method(PARAMS).then(
       () => !expectError,
       (e) => expectError && e.code === -32001,
     ),
