@@ -110,6 +110,8 @@ const DEFAULT_CONNECT_TIMEOUT_MS = 10_000;
 const DEFAULT_MAX_PENDING = 4096;
 /** How often calls in flight are checked for their timeout, ms (a timeout fires up to this late). */
 const SWEEP_MS = 20;
+/** The WebSocket close code of a policy violation. */
+const POLICY_CLOSE = 1008;
 const DECIMAL = /^(?:0|[1-9][0-9]*)(?:\.[0-9]+)?$/;
 
 function positive(value: unknown, name: string): number {
@@ -177,6 +179,7 @@ export class Hyperspace {
   private readonly tools = new Map<string, Registered>();
   private readonly listeners = new Map<ClientEvent, Set<(detail: unknown) => void>>();
   private readonly headers: Record<string, string> | undefined;
+  private readonly sessionScoped: boolean;
   private readonly timeoutMs: number;
   private readonly connectTimeoutMs: number;
   private readonly maxPending: number;
@@ -206,6 +209,7 @@ export class Hyperspace {
     this.url = url;
     this.Ctor = Ctor;
     const bearer = options.apiKey ?? options.sessionToken;
+    this.sessionScoped = options.sessionToken !== undefined;
     this.headers = bearer === undefined ? undefined : { Authorization: `Bearer ${bearer}` };
     this.timeoutMs = options.timeoutMs ?? DEFAULT_TIMEOUT_MS;
     this.connectTimeoutMs = options.connectTimeoutMs ?? DEFAULT_CONNECT_TIMEOUT_MS;
@@ -433,6 +437,13 @@ export class Hyperspace {
     this.emit('disconnect', { code, reason });
     if (this.reconnect === undefined) {
       this.status = 'closed';
+      return;
+    }
+    if (code === POLICY_CLOSE && this.sessionScoped) {
+      // the node closes a session token's connection with 1008 once the session has ended:
+      // the token will be refused from now on
+      this.status = 'closed';
+      this.emit('reconnectFailed', { error: new ConnectionClosed(`the node ended the session's connection (${code} ${reason})`) });
       return;
     }
     if (this.status === 'open') {

@@ -13,7 +13,7 @@ async function present(node, channel) {
   return (await r.json()).peers.map((p) => p.peer_id);
 }
 
-describe('AGH agent client', () => {
+describe('AGH agent client', { timeout: 60_000 }, () => {
   let node;
   let alice;
   let bob;

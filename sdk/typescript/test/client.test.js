@@ -22,7 +22,7 @@ const API_KEY = 'sdk-test-key-0123456789';
 // `ws` reports the 401; the WHATWG WebSocket (Node >= 22, or --experimental-websocket) cannot.
 const REFUSED = /401|non-101/;
 
-describe('client', () => {
+describe('client', { timeout: 60_000 }, () => {
   let node;
   let hs;
   before(async () => {

@@ -17,7 +17,7 @@ function runExample(name, args) {
   });
 }
 
-describe('examples', () => {
+describe('examples', { timeout: 60_000 }, () => {
   let a;
   let b;
   before(async () => {
