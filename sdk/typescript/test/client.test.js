@@ -16,6 +16,11 @@ import {
   connect,
   methodNames,
 } from 'agora-mesh';
+import { execFileSync } from 'node:child_process';
+import { cpSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { startNode } from './support.js';
 
 const API_KEY = 'sdk-test-key-0123456789';
@@ -220,6 +225,21 @@ describe('client', { timeout: 60_000 }, () => {
     await assert.rejects(hs.state.getSession('sess-1'), /state\.getSession: params must be one object/);
     await assert.rejects(hs.micropayments.channel.open({ payee: node.peerId, budget: '5 USDC', currency: 'USDC' }), (e) => e instanceof InvalidParams && e.field === 'budget');
     await assert.rejects(connect('ws://127.0.0.1:9', { reconnect: false }), ConnectionClosed);
+  });
+
+  it('names both remedies when there is no WebSocket at all', { skip: typeof WebSocket === 'function' && 'this runtime has a global WebSocket' }, () => {
+    // the built package alone, where `ws` cannot be resolved
+    const dir = mkdtempSync(join(tmpdir(), 'agora-sdk-ts-nows-'));
+    try {
+      cpSync(fileURLToPath(new URL('../dist/', import.meta.url)), dir, { recursive: true });
+      writeFileSync(join(dir, 'package.json'), '{"type":"module"}');
+      const script = "import('./index.js').then((m) => m.connect('ws://127.0.0.1:9')).catch((e) => console.log(e.message))";
+      const out = execFileSync(process.execPath, ['--input-type=module', '-e', script], { cwd: dir, encoding: 'utf8' });
+      assert.match(out, /Node\.js >= 22/);
+      assert.match(out, /npm install ws/);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 
   it('times a call out, and fails calls in flight when the connection closes', async () => {
