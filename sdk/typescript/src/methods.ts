@@ -145,6 +145,15 @@ export interface StoreParams {
   metadata?: JsonObject;
   tier?: MemoryTier;
 }
+/** `memory.reembed`'s answer. */
+export interface ReembedResult {
+  reembedded: number;
+  failed: number;
+  remaining: number;
+  from: string;
+  to: string;
+  note?: string;
+}
 export interface StoreResult {
   id: string;
   peerId: string;
@@ -427,6 +436,8 @@ export const METHODS = {
     list: m<ListParams, { memories: Memory[]; total: number }>(),
     delete: m<IdRef, { deleted: boolean }>(),
     archive: m<IdRef, { archived: boolean; tier: string }>(),
+    /** Agora's, not the spec's (the API key): lexical memories move to the node's embedder. */
+    reembed: m<{ limit?: number } | undefined, ReembedResult>(),
   },
   recursive: {
     analyze: m<AnalyzeParams, AnalyzeResult>(),

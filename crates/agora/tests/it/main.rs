@@ -51,4 +51,5 @@ mod payments;
 mod restart;
 mod rpc;
 mod sdk_python;
+mod sdk_typescript;
 mod wrong_face;
