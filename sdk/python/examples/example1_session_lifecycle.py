@@ -18,7 +18,7 @@ import agora_mesh
 async def web_search(params: Any) -> Any:
     """Full-text web search (a stand-in that answers from a fixed list)."""
     query = str(params.get("query", ""))
-    return {"results": [{"title": f"About {query}", "url": "https://example.org/1", "snippet": "..."}]}
+    return {"results": [{"title": f"About {query}", "url": "...", "snippet": "..."}]}
 
 
 async def main() -> None:
@@ -38,18 +38,22 @@ async def main() -> None:
         show("1. state.createSession", session)
         check(str(session.get("sessionId", "")) != "" and "createdAt" in session, "createSession answers sessionId and createdAt")
 
-        # 2. Discover the tool (from node A; it lives on node B). A fresh tool has the prior
-        # reputation 0.5, so the spec's minReputation 0.8 is left out here.
+        # Before the spec's exchange: the tool earns a track record. A new tool has the prior
+        # reputation 0.5; six successful calls from A make it (6 + 2) / (6 + 4) = 0.8 there.
         loop = asyncio.get_running_loop()
         deadline = loop.time() + 20
-        while True:
-            found = await client.tool.discover(query="web search")
-            tools = [t for t in found["tools"] if t["id"] == tool_id]
-            if tools or loop.time() > deadline:
-                break
+        while not any(t["id"] == tool_id for t in (await client.tool.discover(query="web search"))["tools"]):
+            check(loop.time() < deadline, "node A learns node B's tool")
             await asyncio.sleep(0.1)
+        for _ in range(6):
+            await client.tool.invoke(tool_id=tool_id, params={"query": "warm-up"})
+
+        # 2. Discover the tool, as the spec writes it (from node A; it lives on node B)
+        found = await client.tool.discover(query="web search", min_reputation=0.8)
+        tools = [t for t in found["tools"] if t["id"] == tool_id]
         show("2. tool.discover", found)
         check(len(tools) == 1, "tool.discover on A finds the web-search tool of B")
+        check(tools[0]["reputation"] >= 0.8, "its reputation is at least minReputation")
         tool = tools[0]
         for field in ("id", "name", "peerId", "description", "capabilities", "reputation", "avgLatency", "schema"):
             check(field in tool, f"the tool record has {field}")

@@ -19,7 +19,7 @@ run(async () => {
         outputSchema: { type: 'object', properties: { results: { type: 'array' } } },
       },
       async ({ query }: { query: string }) => ({
-        results: [{ title: `About ${query}`, url: 'https://example.org/', snippet: '...' }],
+        results: [{ title: `About ${query}`, url: '...', snippet: '...' }],
       }),
     );
     const providerPeer = (await provider.node.info()).peerId;
@@ -34,12 +34,20 @@ run(async () => {
     check(typeof session.sessionId === 'string' && session.sessionId !== '', 'a sessionId');
     check(!Number.isNaN(Date.parse(session.createdAt)), 'createdAt is a date');
 
-    // 2. Discover tool (a new tool has the prior reputation 0.5, so no minReputation here)
-    const tool = await poll(
-      async () => (await hyperspace.tool.discover({ query: 'web search', capabilities: ['search'] })).tools.find((t) => t.id === toolId),
+    // Before the spec's exchange: the tool earns a track record. A new tool has the prior
+    // reputation 0.5; six successful calls from A make it (6 + 2) / (6 + 4) = 0.8 there.
+    await poll(
+      async () => (await hyperspace.tool.discover({ query: 'web search' })).tools.find((t) => t.id === toolId),
       20_000,
-      'tool.discover lists web-search',
+      'node A learns node B\'s tool',
     );
+    for (let i = 0; i < 6; i++) await hyperspace.tool.invoke({ toolId, params: { query: 'warm-up' } });
+
+    // 2. Discover tool, as the spec writes it
+    const found = await hyperspace.tool.discover({ query: 'web search', minReputation: 0.8 });
+    const tool = found.tools.find((t) => t.id === toolId);
+    check(tool !== undefined, 'tool.discover {query, minReputation: 0.8} finds web-search');
+    check(tool.reputation >= 0.8, 'its reputation is at least minReputation');
     show('2. tool.discover', { tools: [tool] });
     check(tool.name === 'web-search', 'the tool is web-search');
     check(tool.peerId === providerPeer, 'the tool is on node B');
