@@ -150,10 +150,112 @@ pub fn complete(error: RpcError) -> RpcError {
 /// The problems `T`'s JSON Schema finds in `instance` (none when the schema accepts it or cannot
 /// be compiled).
 pub fn schema_problems<T: JsonSchema + 'static>(instance: &Value) -> Vec<Problem> {
-    let Some(compiled) = validator_of::<T>() else {
-        return Vec::new();
-    };
-    let (validator, schema) = &*compiled;
+    match validator_of::<T>() {
+        Some(compiled) => problems_with(&compiled, instance),
+        None => Vec::new(),
+    }
+}
+
+/// The problems a hand-read method's documented params schema (its [`crate::openrpc::MethodDoc`])
+/// finds in `instance`, the schema compiled once per method; none when it accepts them or
+/// cannot be compiled.
+pub fn doc_problems(doc: &crate::openrpc::MethodDoc, instance: &Value) -> Vec<Problem> {
+    type Cache = Mutex<HashMap<&'static str, Option<Arc<(jsonschema::Validator, Value)>>>>;
+    static CACHE: OnceLock<Cache> = OnceLock::new();
+    let cache = CACHE.get_or_init(Cache::default);
+    let cached = cache
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .get(doc.name)
+        .cloned();
+    let compiled = cached.unwrap_or_else(|| {
+        let mut generator = schemars::generate::SchemaSettings::draft07().into_generator();
+        let compiled = compile((doc.params)(&mut generator).to_value());
+        cache
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(doc.name, compiled.clone());
+        compiled
+    });
+    compiled.map_or_else(Vec::new, |c| problems_with(&c, instance))
+}
+
+/// A −32602 (or −32008, a trajectory refused by its checks) of a hand-read method made to list
+/// every problem at once: its own problem first, then those `doc`'s params schema finds on other
+/// fields ([`doc_problems`]); the code stays. Other errors, and params the schema accepts, are
+/// returned unchanged.
+#[must_use]
+pub fn with_every_problem(
+    doc: &crate::openrpc::MethodDoc,
+    params: &Value,
+    error: RpcError,
+) -> RpcError {
+    let code = error.code;
+    if code != RpcCode::INVALID_PARAMS && code != RpcCode::TRAJECTORY_REJECTED {
+        return error;
+    }
+    let more = doc_problems(doc, params);
+    if more.is_empty() {
+        return error;
+    }
+    let own = complete(RpcError {
+        code: RpcCode::INVALID_PARAMS,
+        ..error
+    });
+    let data = own.data.unwrap_or(Value::Null);
+    let first: Vec<Problem> = data["errors"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|e| {
+            Some(Problem {
+                field: e["field"].as_str()?.to_owned(),
+                reason: e["reason"].as_str()?.to_owned(),
+                allowed: e.get("allowed").cloned(),
+            })
+        })
+        .collect();
+    let mut all = first.clone();
+    all.extend(
+        more.into_iter()
+            .filter(|p| first.iter().all(|f| f.field != p.field)),
+    );
+    let mut merged = problems_error(&all);
+    if let (Some(Value::Object(m)), Value::Object(old)) = (merged.data.as_mut(), data) {
+        for (k, v) in old {
+            m.entry(k).or_insert(v);
+        }
+    }
+    if code == RpcCode::TRAJECTORY_REJECTED {
+        let detail = merged
+            .message
+            .strip_prefix("Invalid params: ")
+            .unwrap_or(&merged.message)
+            .to_owned();
+        merged.code = code;
+        merged.message = format!("{}: {detail}", code.default_message());
+    }
+    merged
+}
+
+/// [`with_every_problem`] for `method`, looked up in `docs` (the error unchanged when `docs` do
+/// not describe it).
+#[must_use]
+pub fn with_every_problem_of(
+    docs: &[crate::openrpc::MethodDoc],
+    method: &str,
+    params: &Value,
+    error: RpcError,
+) -> RpcError {
+    match docs.iter().find(|d| d.name == method) {
+        Some(doc) => with_every_problem(doc, params, error),
+        None => error,
+    }
+}
+
+/// The problems `compiled` (a validator and its schema) finds in `instance`.
+fn problems_with(compiled: &(jsonschema::Validator, Value), instance: &Value) -> Vec<Problem> {
+    let (validator, schema) = compiled;
     validator
         .iter_errors(instance)
         .take(MAX_PROBLEMS)
@@ -238,18 +340,24 @@ fn validator_of<T: JsonSchema + 'static>() -> Option<Arc<(jsonschema::Validator,
     {
         return v.clone();
     }
-    let schema = schemars::generate::SchemaSettings::draft07()
-        .into_generator()
-        .into_root_schema_for::<T>()
-        .to_value();
-    let compiled = jsonschema::validator_for(&schema)
-        .ok()
-        .map(|validator| Arc::new((validator, schema)));
+    let compiled = compile(
+        schemars::generate::SchemaSettings::draft07()
+            .into_generator()
+            .into_root_schema_for::<T>()
+            .to_value(),
+    );
     cache
         .lock()
         .unwrap_or_else(PoisonError::into_inner)
         .insert(key, compiled.clone());
     compiled
+}
+
+/// `schema` compiled, with the schema kept beside it; `None` when it does not compile.
+fn compile(schema: Value) -> Option<Arc<(jsonschema::Validator, Value)>> {
+    jsonschema::validator_for(&schema)
+        .ok()
+        .map(|validator| Arc::new((validator, schema)))
 }
 
 /// A JSON pointer (`/steps/2/action`) as a field path (`steps[2].action`).

@@ -8,6 +8,7 @@ use super::channel::Currency;
 use super::decimal;
 use super::eip712::parse_address;
 use super::{Amount, AmountError};
+use crate::params::Problem;
 
 /// Longest `memo` of a channel payment, in characters.
 pub const MAX_MEMO: usize = 256;
@@ -53,6 +54,39 @@ fn required<'a>(m: &'a serde_json::Map<String, Value>, field: &str) -> Result<&'
     string(m, field)?
         .filter(|s| !s.is_empty())
         .ok_or_else(|| ParamError(format!("{field} is required")))
+}
+
+/// Every required field of `method` that `p` lacks, at once (each a [`Problem`]; a field with
+/// an atomic twin counts as given when either is): checked before the params are read, so a
+/// caller learns all of them from one −32602.
+#[must_use]
+pub fn missing(method: &str, p: &Value) -> Vec<Problem> {
+    let required: &[(&str, Option<&str>)] = match method {
+        super::CHANNEL_OPEN => &[
+            ("payee", None),
+            ("budget", Some("budgetAtomic")),
+            ("currency", None),
+        ],
+        super::CHANNEL_PAY if p.get("voucher").is_none() => {
+            &[("channelId", None), ("amount", Some("amountAtomic"))]
+        }
+        super::CHANNEL_PAY | super::CHANNEL_CLOSE => &[("channelId", None)],
+        super::VERIFY => &[("credential", None)],
+        _ => &[],
+    };
+    let given = |k: &str| p.get(k).is_some_and(|v| !v.is_null());
+    required
+        .iter()
+        .filter(|(field, twin)| !given(field) && !twin.is_some_and(given))
+        .map(|(field, twin)| Problem {
+            field: (*field).to_owned(),
+            reason: match twin {
+                Some(t) => format!("required (or {t})"),
+                None => "required".to_owned(),
+            },
+            allowed: (*field == "currency").then(|| serde_json::json!(["USDC", "points"])),
+        })
+        .collect()
 }
 
 /// `micropayments.challenge(pricePoints, priceUsdc, payeeAddress)`, plus `resource`: `priceUsdc`
@@ -256,6 +290,36 @@ mod tests {
     use serde_json::json;
 
     use super::*;
+
+    #[test]
+    fn every_missing_field_is_named_at_once() {
+        let fields = |m: &str, p: Value| -> Vec<String> {
+            missing(m, &p).into_iter().map(|p| p.field).collect()
+        };
+        assert_eq!(
+            fields(super::super::CHANNEL_OPEN, json!({})),
+            ["payee", "budget", "currency"]
+        );
+        assert_eq!(
+            fields(super::super::CHANNEL_OPEN, json!({"budgetAtomic": "1"})),
+            ["payee", "currency"]
+        );
+        assert_eq!(
+            fields(super::super::CHANNEL_PAY, json!({})),
+            ["channelId", "amount"]
+        );
+        assert!(
+            fields(
+                super::super::CHANNEL_PAY,
+                json!({"channelId": "c", "voucher": {}})
+            )
+            .is_empty()
+        );
+        assert_eq!(
+            missing(super::super::CHANNEL_OPEN, &json!({}))[2].allowed,
+            Some(json!(["USDC", "points"]))
+        );
+    }
 
     #[test]
     fn challenge_params() {

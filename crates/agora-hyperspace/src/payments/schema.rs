@@ -21,9 +21,15 @@ fn decimal(description: &str) -> Value {
     })
 }
 
-/// An amount in atomic units: a string of decimal digits.
+/// An amount in atomic units: an integer or a string of decimal digits.
 fn atomic(description: &str) -> Value {
-    json!({"description": description, "type": "string", "pattern": "^[0-9]{1,30}$"})
+    json!({
+        "description": description,
+        "anyOf": [
+            {"type": "integer", "minimum": 0},
+            {"type": "string", "pattern": "^[0-9]{1,30}$"}
+        ]
+    })
 }
 
 /// The `price` of a priced tool: points and/or USDC in atomic units (integers or digit strings).

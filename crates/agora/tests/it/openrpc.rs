@@ -272,4 +272,16 @@ async fn invalid_params_list_every_problem_at_once() {
     assert_eq!(tier["allowed"], json!(["working", "archival"]), "{r}");
     assert!(errors.iter().any(|e| e["field"] == "query"), "{r}");
     assert!(errors.iter().any(|e| e["field"] == "limit"), "{r}");
+
+    // The hand-read micropayments params name every missing field at once too.
+    let r = support::rpc_call(&mut ws, 3, "micropayments.channel.open", json!({})).await;
+    let errors = r["error"]["data"]["errors"].as_array().unwrap();
+    let fields: Vec<&str> = errors.iter().filter_map(|e| e["field"].as_str()).collect();
+    assert_eq!(fields, ["payee", "budget", "currency"], "{r}");
+    assert_eq!(errors[2]["allowed"], json!(["USDC", "points"]), "{r}");
+    let r = support::rpc_call(&mut ws, 4, "improving.recordTrajectory", json!({})).await;
+    let errors = r["error"]["data"]["errors"].as_array().unwrap();
+    for field in ["taskType", "input", "output", "steps"] {
+        assert!(errors.iter().any(|e| e["field"] == field), "{field}: {r}");
+    }
 }

@@ -262,9 +262,14 @@ fn spawn_call(shared: &Arc<Shared>, call: Call) {
     tokio::spawn(async move {
         let params = request.params.unwrap_or(Value::Null);
         let outcome = match request.method.as_str() {
-            ANNOUNCE => match serde_json::from_value::<AgentSpec>(params) {
+            ANNOUNCE => match serde_json::from_value::<AgentSpec>(params.clone()) {
                 Ok(spec) => shared.announce(spec).await,
-                Err(e) => Err(invalid(e.to_string())),
+                Err(e) => Err(agora_hyperspace::params::with_every_problem_of(
+                    &crate::bridge::describe::DOCS,
+                    ANNOUNCE,
+                    &params,
+                    invalid(e.to_string()),
+                )),
             },
             LIST => Ok(shared.list()),
             WITHDRAW => match params.get("name").and_then(Value::as_str) {

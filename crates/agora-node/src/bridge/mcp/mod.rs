@@ -237,7 +237,7 @@ impl Bridge {
         }
         let params = request.params.unwrap_or(Value::Null);
         let outcome = match method {
-            REGISTER => return self.register(params, reply),
+            REGISTER => return self.register(&params, reply),
             LIST => Ok(self.list()),
             UNREGISTER => self.unregister(&params),
             _ => Err(RpcError::method_not_found()),
@@ -245,11 +245,18 @@ impl Bridge {
         let _ = reply.send(outcome);
     }
 
-    fn register(&mut self, params: Value, reply: oneshot::Sender<Result<Value, RpcError>>) {
-        let spec: ServerSpec = match serde_json::from_value(params) {
+    fn register(&mut self, params: &Value, reply: oneshot::Sender<Result<Value, RpcError>>) {
+        let spec: ServerSpec = match serde_json::from_value(params.clone()) {
             Ok(s) => s,
             Err(e) => {
-                let _ = reply.send(Err(refused("invalid", format!("invalid params: {e}"))));
+                let e = refused("invalid", format!("invalid params: {e}"));
+                let e = agora_hyperspace::params::with_every_problem_of(
+                    &crate::bridge::describe::DOCS,
+                    REGISTER,
+                    params,
+                    e,
+                );
+                let _ = reply.send(Err(e));
                 return;
             }
         };

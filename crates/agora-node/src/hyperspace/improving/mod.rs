@@ -560,7 +560,14 @@ impl Shared {
 
     async fn call(self: &Arc<Self>, method: &str, params: &Value) -> Result<Value, RpcError> {
         match methods::canonical(method) {
-            Some(methods::RECORD_TRAJECTORY) => self.record(params).await,
+            Some(methods::RECORD_TRAJECTORY) => self.record(params).await.map_err(|e| {
+                agora_hyperspace::params::with_every_problem_of(
+                    &methods::DOCS,
+                    methods::RECORD_TRAJECTORY,
+                    params,
+                    e,
+                )
+            }),
             Some(methods::GET_EXEMPLARS) => {
                 let p = ExemplarParams::parse(params)?;
                 let Some(l) = self.library(&p.task_type) else {

@@ -11,6 +11,10 @@ impl Shared {
         method: &str,
         params: &Value,
     ) -> Result<Value, RpcError> {
+        let missing = agora_hyperspace::payments::params::missing(method, params);
+        if !missing.is_empty() {
+            return Err(agora_hyperspace::params::problems_error(&missing));
+        }
         match method {
             methods::CHALLENGE => {
                 let p = ChallengeParams::parse(params).map_err(|e| invalid(e.0))?;
