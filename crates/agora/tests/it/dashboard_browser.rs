@@ -34,7 +34,7 @@ const CHANNEL: &str = "ops";
 
 /// `chromedriver` on a free loopback port, in a process group of its own with the Chromium it
 /// starts; the whole group is killed on drop, so a failing test leaves no browser behind.
-struct Driver {
+pub(crate) struct Driver {
     child: Child,
     url: String,
 }
@@ -50,7 +50,7 @@ impl Drop for Driver {
     }
 }
 
-async fn start_driver(chromedriver: &Path) -> Driver {
+pub(crate) async fn start_driver(chromedriver: &Path) -> Driver {
     let port = std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()
@@ -78,7 +78,7 @@ async fn start_driver(chromedriver: &Path) -> Driver {
     driver
 }
 
-async fn browser(driver: &Driver, chromium: &Path) -> Client {
+pub(crate) async fn browser(driver: &Driver, chromium: &Path) -> Client {
     let mut caps = serde_json::Map::new();
     caps.insert(
         "goog:chromeOptions".into(),
