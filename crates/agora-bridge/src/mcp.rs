@@ -22,6 +22,15 @@ use std::collections::BTreeMap;
 use agora_hyperspace::payments::Price;
 use serde::{Deserialize, Serialize};
 
+/// `bridge.registerMCPServer(ServerSpec)` → `{serverId, tools: [toolId…]}`.
+pub const REGISTER: &str = "bridge.registerMCPServer";
+/// `bridge.listMCPServers()` → `{servers: […]}`.
+pub const LIST: &str = "bridge.listMCPServers";
+/// `bridge.unregisterMCPServer({serverId})` → `{serverId, removed: true}`.
+pub const UNREGISTER: &str = "bridge.unregisterMCPServer";
+/// The MCP bridge's JSON-RPC methods (the node's call router routes these exact names to it).
+pub const METHODS: [&str; 3] = [REGISTER, LIST, UNREGISTER];
+
 /// An MCP server to bridge: the params of `bridge.registerMCPServer` and one `[[bridge.mcp]]`
 /// of `agora.toml`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

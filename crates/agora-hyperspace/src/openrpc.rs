@@ -11,6 +11,15 @@ use serde_json::Value;
 
 use crate::jsonrpc::RpcCode;
 
+/// `rpc.discover`: the OpenRPC document of the face (OpenRPC's service discovery method).
+pub const DISCOVER: &str = "rpc.discover";
+/// `node.info`: the node's PeerId, wallet, faces and embedder (Agora's, not the spec's).
+pub const NODE_INFO: &str = "node.info";
+/// The `rpc.*` methods.
+pub const RPC_METHODS: [&str; 1] = [DISCOVER];
+/// The `node.*` methods.
+pub const NODE_METHODS: [&str; 1] = [NODE_INFO];
+
 /// Builds one schema, adding the types it refers to to the generator's definitions.
 pub type SchemaFn = fn(&mut SchemaGenerator) -> Schema;
 

@@ -21,10 +21,9 @@ use tokio::sync::mpsc;
 use crate::call::Call;
 use crate::routes::CallRoute;
 
-/// `rpc.discover`: the OpenRPC document (OpenRPC's service discovery method).
-pub const DISCOVER: &str = "rpc.discover";
+pub use agora_hyperspace::openrpc::DISCOVER;
 /// The methods of this module's own table.
-pub const METHODS: [&str; 1] = [DISCOVER];
+pub use agora_hyperspace::openrpc::RPC_METHODS as METHODS;
 /// The OpenRPC version the document follows.
 pub const OPENRPC_VERSION: &str = "1.3.2";
 /// Where the HTTP face serves the document.

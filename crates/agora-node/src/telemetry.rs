@@ -457,9 +457,9 @@ pub const RPC_METHOD_SETS: [&[&str]; 13] = [
     &agora_hyperspace::improving::ALIASES,
     &agora_hyperspace::payments::METHODS,
     &agora_bridge::a2a::METHODS,
-    &crate::bridge::mcp::METHODS,
-    &crate::openrpc::METHODS,
-    &crate::info::METHODS,
+    &agora_bridge::mcp::METHODS,
+    &agora_hyperspace::openrpc::RPC_METHODS,
+    &agora_hyperspace::openrpc::NODE_METHODS,
 ];
 
 /// The label of `method`: its own name when the node serves it, else `other`.

@@ -8,7 +8,7 @@ use agora_hyperspace::openrpc::{MethodDoc, no_example, no_params};
 use schemars::json_schema;
 use serde_json::json;
 
-use super::{a2a, mcp};
+use agora_bridge::{a2a, mcp};
 
 /// What each `bridge.*` method takes, returns and may fail with.
 pub const DOCS: [MethodDoc; 6] = [

@@ -7,7 +7,7 @@
 //! | an AGH envelope (WebSocket) | the JSON-RPC face | −32600 id `null`: "this is the JSON-RPC face …; AGH envelopes go to ws://…/agh/v0" |
 //! | plain HTTP (no WebSocket upgrade) | the JSON-RPC or AGH face | 426 Upgrade Required: "this is the … WebSocket face …; the HTTP API is at http://…" |
 //! | a WebSocket upgrade, or a JSON-RPC POST | the HTTP face (any path that is not its own) | 400: "this is the HTTP API; JSON-RPC is a WebSocket at ws://…, AGH at ws://…/agh/v0, MCP at http://…/mcp" |
-//! | an HTTP request | the AGTP face | an HTTP/1.1 400: "this is the AGTP face; HTTP is served at http://…" |
+//! | an HTTP request | the AGTP face | the AGTP 400 the drafts prescribe (`invalid-wire-format`), its message ending "this is the AGTP face …; HTTP is served at http://…" |
 //!
 //! The faces' addresses come from [`Faces`], made once the listeners are bound.
 

@@ -16,10 +16,10 @@ use tokio::sync::mpsc;
 use crate::call::Call;
 use crate::routes::CallRoute;
 
-/// `node.info`.
-pub const INFO: &str = "node.info";
+/// `node.info` (named with the face's other own methods, so that telemetry imports no service).
+pub use agora_hyperspace::openrpc::NODE_INFO as INFO;
 /// Every `node.*` method.
-pub const METHODS: [&str; 1] = [INFO];
+pub use agora_hyperspace::openrpc::NODE_METHODS as METHODS;
 
 /// Calls waiting for the service; beyond, the call router waits (the face stops reading).
 const QUEUE: usize = 64;

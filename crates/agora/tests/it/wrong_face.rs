@@ -131,13 +131,14 @@ async fn every_face_names_the_right_one_to_a_client_at_the_wrong_one() {
     assert!(answer.starts_with("HTTP/1.1 404"), "{answer}");
     assert!(answer.contains("/nowhere"), "{answer}");
 
-    // HTTP to the AGTP face: an HTTP answer (not AGTP) naming the HTTP API.
+    // HTTP to the AGTP face: the AGTP 400 of the drafts, its message naming the HTTP API.
     let agtp = host_of(&node.agtp);
     let answer = raw_http(
         agtp,
         &format!("GET / HTTP/1.1\r\nHost: {agtp}\r\nConnection: close\r\n\r\n"),
     );
-    assert!(answer.starts_with("HTTP/1.1 400"), "{answer}");
+    assert!(answer.starts_with("AGTP/1.0 400"), "{answer}");
+    assert!(answer.contains("invalid-wire-format"), "{answer}");
     assert!(
         answer.contains("AGTP face") && answer.contains(&node.http),
         "{answer}"

@@ -44,14 +44,7 @@ use crate::store::Store;
 
 use server::{Origin, Status};
 
-/// `bridge.registerMCPServer(ServerSpec)` → `{serverId, tools: [toolId…]}`.
-pub const REGISTER: &str = "bridge.registerMCPServer";
-/// `bridge.listMCPServers()` → `{servers: […]}`.
-pub const LIST: &str = "bridge.listMCPServers";
-/// `bridge.unregisterMCPServer({serverId})` → `{serverId, removed: true}`.
-pub const UNREGISTER: &str = "bridge.unregisterMCPServer";
-/// The methods of the MCP bridge (each is also its route's prefix).
-pub const METHODS: [&str; 3] = [REGISTER, LIST, UNREGISTER];
+pub use agora_bridge::mcp::{LIST, METHODS, REGISTER, UNREGISTER};
 
 /// Servers bridged at once.
 pub const MAX_SERVERS: usize = 64;

@@ -70,8 +70,8 @@ pub struct ListenerConfig {
     pub tls: Option<TlsAcceptor>,
     /// The `Server-ID` sent on every response. Default `agora`.
     pub server_id: String,
-    /// What an HTTP client is told (an HTTP/1.1 400 with this line, instead of an AGTP 400 it
-    /// cannot read): [`crate::faces::wrong_face::Faces::http_on_agtp`]. `None` answers AGTP.
+    /// What an HTTP client is told, in the message of the AGTP 400 it gets
+    /// ([`crate::faces::wrong_face::Faces::http_on_agtp`]); `None` adds nothing.
     pub http_hint: Option<String>,
 }
 
@@ -281,20 +281,16 @@ async fn session<S: Stream, H: Handler>(
                 }
             }
             Err(e) => {
-                if let Some(hint) = &config.http_hint
-                    && start == 0
-                    && crate::faces::wrong_face::is_http_request(&buf)
-                {
-                    tracing::debug!(%remote, "an HTTP request on the AGTP face; answering 400");
-                    let body = serde_json::json!({ "error": hint }).to_string();
-                    let answer = format!(
-                        "HTTP/1.1 400 Bad Request\r\ncontent-type: application/json\r\n\
-                         content-length: {}\r\nconnection: close\r\n\r\n{body}",
-                        body.len()
-                    );
-                    write(&mut io, answer.as_bytes(), config.idle_timeout).await?;
-                    return close_quietly(&mut io).await;
-                }
+                // An HTTP client at the AGTP port: the AGTP 400 the drafts prescribe
+                // (`invalid-wire-format`), its message naming the HTTP face.
+                let e = match (&config.http_hint, e) {
+                    (Some(hint), BadRequest::StartLine(detail))
+                        if start == 0 && crate::faces::wrong_face::is_http_request(&buf) =>
+                    {
+                        BadRequest::StartLine(format!("{detail}; {hint}"))
+                    }
+                    (_, e) => e,
+                };
                 tracing::debug!(%remote, error = %e, "AGTP request malformed; answering 400");
                 let mut response = bad_request(e);
                 stamp.apply(&mut response);
