@@ -72,7 +72,16 @@ fuzz_target!(|data: &[u8]| {
     let _ = ChallengeParams::parse(&value);
     let _ = OpenParams::parse(&value, Some(84532));
     if let Ok(p) = PayParams::parse(&value) {
-        assert!(p.amount > 0);
+        // A decimal amount: exact atomic units for USDC and for points, or a refusal; never 0.
+        for decimals in [6, 0] {
+            if let Ok(a) = p.atomic(decimals) {
+                assert!(a > 0);
+            }
+        }
     }
+    let _ = agora_hyperspace::payments::params::missing(
+        agora_hyperspace::payments::CHANNEL_OPEN,
+        &value,
+    );
     let _ = close_channel_id(&value);
 });

@@ -191,7 +191,7 @@ fn register_validation_names_the_field() {
     for (params, field) in cases {
         let error = call(&mut reg, tool::REGISTER, params.clone()).unwrap_err();
         assert_eq!(error.code, RpcCode::INVALID_PARAMS, "{params}");
-        assert_eq!(error.data, Some(json!({ "field": field })), "{params}");
+        assert_eq!(field_of(&error), Some(json!(field)), "{params}");
     }
     // Positional params follow the spec's order.
     let ok = call(&mut reg, tool::REGISTER, json!(["n", "d", {}, ["a"]])).unwrap();
@@ -251,13 +251,13 @@ fn analytics_round_trip_and_reputation() {
 
     let error = call(&mut reg, tool::GET_ANALYTICS, json!({ "toolId": "nope" })).unwrap_err();
     assert_eq!(error.code, RpcCode::INVALID_PARAMS);
-    assert_eq!(error.data, Some(json!({ "field": "toolId" })));
+    assert_eq!(field_of(&error), Some(json!("toolId")));
     assert_eq!(
         reg.record_invocation("nope", 1, true).unwrap_err().code,
         RpcCode::INVALID_PARAMS
     );
     let error = call(&mut reg, tool::GET_ANALYTICS, json!({})).unwrap_err();
-    assert_eq!(error.data, Some(json!({ "field": "toolId" })));
+    assert_eq!(field_of(&error), Some(json!("toolId")));
 
     // Removing the owner drops its tools and their analytics.
     assert_eq!(reg.remove_owner("conn-1"), 1);
@@ -484,9 +484,9 @@ fn discover_filters() {
         json!({"query": "x", "maxLatency": -1}),
     )
     .unwrap_err();
-    assert_eq!(error.data, Some(json!({ "field": "maxLatency" })));
+    assert_eq!(field_of(&error), Some(json!("maxLatency")));
     let error = call(&mut reg, tool::DISCOVER, json!({})).unwrap_err();
-    assert_eq!(error.data, Some(json!({ "field": "query" })));
+    assert_eq!(field_of(&error), Some(json!("query")));
 }
 
 #[test]
@@ -685,7 +685,7 @@ fn invoke_plan_local_unknown_and_expired() {
     };
     let error = reg.plan_invoke(&unknown, T0).unwrap_err();
     assert_eq!(error.code, RpcCode::INVALID_PARAMS);
-    assert_eq!(error.data, Some(json!({ "field": "toolId" })));
+    assert_eq!(field_of(&error), Some(json!("toolId")));
 
     let remote = InvokeParams {
         tool_id: "tool-8f3a2b".into(),
@@ -1055,4 +1055,14 @@ fn a_bridge_sets_its_whole_list_and_tools_leave_and_come_back_under_their_ids() 
     );
     assert!(other.refused[1].1.contains("description"), "{other:?}");
     assert!(reg.local_tool("t-ok").is_some());
+}
+
+/// `data.field` of a −32602, after checking that its `data.errors`, when it has them, list that
+/// field first.
+fn field_of(error: &RpcError) -> Option<Value> {
+    let data = error.data.as_ref()?;
+    if let Some(errors) = data.get("errors") {
+        assert_eq!(errors[0]["field"], data["field"], "{data}");
+    }
+    data.get("field").cloned()
 }
