@@ -916,6 +916,27 @@ impl ToolRegistry {
         out
     }
 
+    /// Every tool known at `now_ms`, for the node's directory: the local tools served here
+    /// (heard from now), then the tools of live cards not shadowed by an earlier id, each with
+    /// when its card's last heartbeat was accepted and whether it is local.
+    #[must_use]
+    pub fn known_tools(&self, now_ms: u64) -> Vec<(ToolRecord, u64, bool)> {
+        self.candidates(now_ms)
+            .into_values()
+            .map(|(record, _)| {
+                let local = record.peer_id == self.local_peer_id;
+                let seen = if local {
+                    now_ms
+                } else {
+                    self.cards
+                        .entry(&record.peer_id)
+                        .map_or(now_ms, |e| e.last_heartbeat_ms)
+                };
+                (record, seen, local)
+            })
+            .collect()
+    }
+
     /// `tool.discover`: filtering and ranking (module docs), read-only.
     ///
     /// # Errors

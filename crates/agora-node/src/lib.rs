@@ -13,6 +13,7 @@
 //! | | [`ans`] | the Agent Name Service (DISCOVER, DESCRIBE, lifecycle, index, refresh, federation) |
 //! | | [`hyperspace`] | the Hyperspace service task (state, guard, recursive, tool; `state`, `guard`, `tool/`), one folder per primitive task (memory, learning, improving, payments), and their shared skeleton (`service`) |
 //! | | [`bridge`] | the bridges (spec §10): MCP servers' tools and A2A agents' skills as tools of this node |
+//! | | [`directory`] | one directory behind every face: every agent and tool from AGH, the ANS, Hyperspace and the bridges; `directory.search`, the AI Catalog |
 //! | | [`info`] | `node.info`: the PeerId, wallet, faces and embedder, for clients |
 //! | | [`call`] | a JSON-RPC call as a face hands it to a service |
 //! | | [`routes`] | the routers: calls by method prefix, mesh events by topic, protocol or kind, to the service that declares them |
@@ -33,6 +34,7 @@ pub mod bridge;
 pub mod call;
 pub mod clock;
 pub mod config;
+pub mod directory;
 pub mod faces;
 pub mod hyperspace;
 pub mod info;
@@ -237,6 +239,24 @@ pub async fn run_until(
         telemetry: Arc::clone(&telemetry),
     };
     let agh = agh::start(&config, store.clone(), agh).await?;
+    let directory = directory::start(directory::Wiring {
+        peer_id: pid(),
+        embedder: Arc::clone(&mem.embedder),
+        agh: agh.tx.clone(),
+        hyperspace: hs.tx.clone(),
+        ans: Arc::clone(&agtp_face.ans),
+        faces: (!http_url.is_empty(), !http_url.is_empty()),
+        a2a_agents: config
+            .bridge
+            .a2a
+            .iter()
+            .filter_map(|a| {
+                let url = a.url.as_deref()?.trim_end_matches('/');
+                let name = a.name.clone().unwrap_or_else(|| url.to_owned());
+                Some((name, format!("{url}/.well-known/agent-card.json")))
+            })
+            .collect(),
+    });
     let state = faces::state::AppState {
         agh: agh.tx,
         mesh: mesh_tx,
@@ -255,6 +275,7 @@ pub async fn run_until(
         snapshot: faces::http::dashboard::Cache::default(),
         a2a: a2a_face,
         openrpc: openrpc_doc,
+        directory,
     };
     spawn_routers(
         &state,
@@ -315,6 +336,7 @@ fn spawn_routers(
         bridge::a2a::call_route(a2a),
         info::call_route(info),
         openrpc::call_route(discover),
+        directory::call_route(&services.directory),
     ];
     let rest = hyperspace::call_route(&services.hyperspace);
     tokio::spawn(routes::CallRouter::new(call_routes, rest).run(calls));

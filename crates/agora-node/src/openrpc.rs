@@ -97,7 +97,8 @@ pub const DOCS: [MethodDoc; 2] = [
 ];
 
 /// Every method the JSON-RPC face serves, in the order the document lists them: the
-/// Hyperspace primitives in spec order, the `selfImproving.*` aliases, the bridges, then
+/// Hyperspace primitives in spec order, the `selfImproving.*` aliases, the bridges, the
+/// directory, then
 /// `node.info` and `rpc.discover`.
 #[must_use]
 pub fn registry() -> Vec<MethodDoc> {
@@ -120,6 +121,7 @@ pub fn registry() -> Vec<MethodDoc> {
         });
     }
     docs.extend(crate::bridge::describe::DOCS);
+    docs.extend(agora_directory::rpc::DOCS);
     docs.extend(DOCS.iter().rev());
     docs
 }
@@ -360,6 +362,7 @@ mod tests {
         let (mcp_tx, _mcp) = mpsc::channel(1);
         let (a2a_tx, _a2a) = mpsc::channel(1);
         let (doc_tx, _doc) = mpsc::channel(1);
+        let (dir_tx, _dir) = mpsc::channel(1);
         let routes: Vec<CallRoute> = vec![
             hs::call_route(&hs_tx),
             memory::call_route(&mem_tx),
@@ -369,6 +372,7 @@ mod tests {
             crate::bridge::mcp::call_route(&mcp_tx),
             crate::bridge::a2a::call_route(&a2a_tx),
             call_route(&doc_tx),
+            crate::directory::call_route(&dir_tx),
         ];
         routes
             .iter()

@@ -446,7 +446,7 @@ impl Default for Telemetry {
 /// The JSON-RPC methods the node serves, as fixed label values: every primitive's `METHODS`
 /// (the constants its service dispatches on), the `selfImproving.*` aliases, and `rpc.discover`.
 /// Any other method is counted as `other`.
-pub const RPC_METHOD_SETS: [&[&str]; 13] = [
+pub const RPC_METHOD_SETS: [&[&str]; 14] = [
     &agora_hyperspace::state::METHODS,
     &agora_hyperspace::guard::METHODS,
     &agora_hyperspace::recursive::METHODS,
@@ -460,6 +460,7 @@ pub const RPC_METHOD_SETS: [&[&str]; 13] = [
     &agora_bridge::mcp::METHODS,
     &agora_hyperspace::openrpc::RPC_METHODS,
     &agora_hyperspace::openrpc::NODE_METHODS,
+    &agora_directory::rpc::METHODS,
 ];
 
 /// The label of `method`: its own name when the node serves it, else `other`.

@@ -4,7 +4,8 @@
 //! lines and exit codes are relied upon); `agora discover` and `agora ans …` talk to an AGTP
 //! Agent Name Service (`agtp`); `agora memory install-model` installs the sentence-embedding
 //! model the node's memory uses (`memory`); `agora call`, `agora tools` and `agora session`
-//! talk to the Hyperspace JSON-RPC face (`call`); `agora bridge mcp …` manages the node's MCP
+//! talk to the Hyperspace JSON-RPC face (`call`); `agora directory search` searches the node's
+//! directory (`directory`); `agora bridge mcp …` manages the node's MCP
 //! bridge through it (`bridge`); `agora mcp` serves a node's tools to a desktop MCP client over
 //! stdio (`mcp`); `agora openrpc` prints the OpenRPC document of the JSON-RPC face (`openrpc`).
 
@@ -17,6 +18,7 @@ mod agtp;
 mod bridge;
 mod call;
 mod client;
+mod directory;
 mod http;
 mod hyperspace;
 mod input;
@@ -102,6 +104,9 @@ enum Command {
     /// Bridges: MCP servers whose tools the node serves to the mesh.
     #[command(subcommand)]
     Bridge(bridge::BridgeCommand),
+    /// The directory: every agent and tool known from every face, searched by meaning.
+    #[command(subcommand)]
+    Directory(directory::DirectoryCommand),
     /// Ask an Agent Name Service for agents (AGTP DISCOVER) and verify its signed answer.
     Discover(agtp::DiscoverArgs),
     /// Agent Name Service governance: keys, and signed ACTIVATE and lifecycle changes.
@@ -129,6 +134,7 @@ fn main() -> ExitCode {
         Command::Session(cmd) => call::session_command(cmd),
         Command::Bridge(cmd) => bridge::run(cmd),
         Command::Mcp(args) => mcp::run(args),
+        Command::Directory(cmd) => directory::run_command(cmd),
         Command::Discover(args) => client::block_on(agtp::discover(&args)),
         Command::Ans(cmd) => agtp::ans(cmd),
         Command::Openrpc(args) => openrpc::run(&args),

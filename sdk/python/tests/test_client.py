@@ -31,7 +31,7 @@ def test_the_namespaces_cover_the_method_table() -> None:
     async def body() -> None:
         client = agora_mesh.Client("ws://127.0.0.1:1")
         seen = set()
-        for space in ("state", "guard", "tool", "memory", "recursive", "learning", "improving", "bridge", "node"):
+        for space in ("state", "guard", "tool", "memory", "recursive", "learning", "improving", "bridge", "node", "directory"):
             ns = getattr(client, space)
             for method in agora_mesh.METHODS:
                 prefix, _, leaf = method.rpartition(".")

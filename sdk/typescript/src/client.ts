@@ -170,6 +170,7 @@ export class Hyperspace {
   readonly micropayments!: MicropaymentsNamespace;
   readonly bridge!: Callable<typeof METHODS.bridge>;
   readonly node!: Callable<typeof METHODS.node>;
+  readonly directory!: Callable<typeof METHODS.directory>;
   readonly rpc!: Callable<typeof METHODS.rpc>;
 
   private socket: SocketLike | undefined;

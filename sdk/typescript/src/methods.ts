@@ -384,6 +384,49 @@ export interface NodeInfo {
   [key: string]: unknown;
 }
 
+// ---- directory (docs/directory.md) ----
+export interface DirectorySearchParams {
+  /** What is wanted, in words (may be empty when a filter is given). */
+  query: string;
+  filters?: {
+    source?: string | string[];
+    trust?: 'claimed' | 'signed' | 'verified';
+    capability?: string;
+    kind?: 'agent' | 'tool';
+    online?: boolean;
+    /** The highest price per call, decimal USDC. */
+    maxPrice?: number | string;
+    maxPriceAtomic?: number;
+    maxLatencyMs?: number;
+  };
+  limit?: number;
+  scope?: 'local' | 'mesh';
+}
+export interface DirectoryHit {
+  id: string;
+  kind: 'agent' | 'tool';
+  source: string;
+  name: string;
+  description: string;
+  capabilities: string[];
+  provenance: { face: string; node: string; signer?: string };
+  trust: { level: 'claimed' | 'signed' | 'verified'; basis: string; [key: string]: unknown };
+  call: { face: string; method?: string; target?: string; address?: string };
+  online: boolean;
+  lastSeenMs: number;
+  score: number;
+  explain: { text: string; [key: string]: unknown };
+  answeredBy?: string;
+  [key: string]: unknown;
+}
+export interface DirectorySearchResult {
+  results: DirectoryHit[];
+  count: number;
+  embedder: string;
+  answeredBy: string[];
+  tookMs: number;
+}
+
 /** The OpenRPC document `rpc.discover` answers (only the members this SDK reads are typed). */
 export interface OpenRpcDocument {
   openrpc: string;
@@ -480,6 +523,9 @@ export const METHODS = {
   },
   node: {
     info: m<Empty, NodeInfo>(),
+  },
+  directory: {
+    search: m<DirectorySearchParams, DirectorySearchResult>(),
   },
   rpc: {
     /** The face's OpenRPC 1.3 document (OpenRPC's `rpc.discover` convention). */

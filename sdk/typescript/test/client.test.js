@@ -45,12 +45,14 @@ describe('client', { timeout: 60_000 }, () => {
     assert.ok(names.includes('micropayments.channel.open'));
     assert.ok(names.includes('bridge.registerMCPServer'));
     assert.ok(names.includes('node.info'));
+    assert.ok(names.includes('directory.search'));
     for (const name of names) {
       const fn = name.split('.').reduce((o, k) => o?.[k], hs);
       assert.equal(typeof fn, 'function', name);
     }
     assert.deepEqual(Object.keys(METHODS).sort(), [
-      'bridge', 'guard', 'improving', 'learning', 'memory', 'micropayments', 'node', 'recursive', 'rpc', 'state', 'tool',
+      'bridge', 'directory', 'guard', 'improving', 'learning', 'memory', 'micropayments', 'node', 'recursive', 'rpc',
+      'state', 'tool',
     ]);
   });
 

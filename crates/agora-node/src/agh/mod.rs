@@ -29,6 +29,8 @@ use tokio::sync::{mpsc, oneshot};
 
 use crate::config::Config;
 use crate::faces::nats;
+
+mod listing;
 use crate::mesh;
 use crate::store::{Store, StoreError};
 
@@ -229,6 +231,14 @@ pub enum Input {
     },
     /// Counters for `/status`.
     Stats(oneshot::Sender<Stats>),
+    /// Every present peer as a directory record (the directory's `agh` feed); `node` is this
+    /// node's PeerId, the host of the local peers.
+    Directory {
+        /// This node's PeerId.
+        node: String,
+        /// Answer.
+        reply: oneshot::Sender<Vec<agora_directory::FeedItem>>,
+    },
     /// The most recently updated interactions (at most [`MAX_REPORTED_INTERACTIONS`]), newest
     /// first, for the dashboard.
     Interactions(oneshot::Sender<serde_json::Value>),
@@ -548,6 +558,9 @@ impl<I: IdSource> Service<I> {
             } => self.agent_envelope(conn, &bytes, verdict).await,
             Input::Peers { channel, reply } => {
                 let _ = reply.send(self.peers(channel.as_deref()));
+            }
+            Input::Directory { node, reply } => {
+                let _ = reply.send(self.directory_feed(&node));
             }
             Input::SetCatalog {
                 peer_id,
@@ -969,6 +982,30 @@ impl<I: IdSource> Service<I> {
                 );
             }
         }
+    }
+
+    /// Every present peer once (the first channel it is seen in), as a directory record.
+    fn directory_feed(&self, node: &str) -> Vec<agora_directory::FeedItem> {
+        let now = unix_now();
+        let now_ms = u64::try_from(now).unwrap_or_default().saturating_mul(1000);
+        let presence = &self.router.presence;
+        let mut seen = HashSet::new();
+        let mut out = Vec::new();
+        for ch in presence.channels() {
+            for p in presence.local_peers(ch) {
+                if seen.insert(p.card.peer_id.to_string()) {
+                    out.push(listing::item(ch, &p.card, p.catalog.as_ref(), node, now_ms));
+                }
+            }
+            for p in presence.remote_peers(ch, now) {
+                if seen.insert(p.card.peer_id.to_string()) {
+                    let host = p.origin.to_string();
+                    let last = u64::try_from(p.last_seen).unwrap_or_default() * 1000;
+                    out.push(listing::item(ch, &p.card, p.catalog.as_ref(), &host, last));
+                }
+            }
+        }
+        out
     }
 
     fn peers(&self, channel: Option<&str>) -> Vec<PeerView> {

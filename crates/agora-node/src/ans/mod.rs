@@ -161,6 +161,8 @@ fn load_entry(json: &str) -> Result<Entry, String> {
 /// Milliseconds since the Unix epoch.
 use crate::clock::now_ms;
 
+mod listing;
+
 /// The Agent Name Service.
 pub struct Ans {
     settings: Settings,
@@ -245,6 +247,17 @@ impl Ans {
     /// Registered agents (any state).
     pub fn len(&self) -> usize {
         self.read().len()
+    }
+
+    /// The Active agents as directory records (the directory's `ans` feed); `node` is this
+    /// node's PeerId.
+    pub fn directory_feed(&self, node: &str) -> Vec<agora_directory::FeedItem> {
+        let now = (self.clock)();
+        let key_id = self.signer.key_id().to_owned();
+        self.read()
+            .iter()
+            .filter_map(|e| listing::item(e, node, &key_id, now))
+            .collect()
     }
 
     /// Nothing registered.

@@ -47,6 +47,8 @@ pub struct AppState {
     pub a2a: crate::faces::a2a::agent::A2aFace,
     /// The OpenRPC document of the JSON-RPC face ([`crate::openrpc`]), built at start-up.
     pub openrpc: Arc<serde_json::Value>,
+    /// The directory service (`directory.search` over HTTP, the AI Catalog).
+    pub directory: mpsc::Sender<crate::directory::Input>,
 }
 
 impl AppState {

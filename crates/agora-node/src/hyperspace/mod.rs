@@ -126,6 +126,8 @@ pub enum Input {
     DhtPeer,
     /// Report the known cards and the held records (HTTP `GET /hyperspace/cards`).
     Cards(tokio::sync::oneshot::Sender<Value>),
+    /// Every tool known, as directory records (the directory's `hyperspace` feed).
+    Directory(tokio::sync::oneshot::Sender<Vec<agora_directory::FeedItem>>),
     /// A bridge's whole list of tools (spec §10, [`crate::bridge`]): they become the tools of
     /// `owner`, the owner's others leave the card, and the card is announced when it changed.
     Bridged {
@@ -514,6 +516,9 @@ impl Service {
             Input::Learned { records, discover } => self.learned(&records, discover).await,
             Input::DiscoverDeadline(id) => self.discover_deadline(id),
             Input::DhtPeer => self.dht_peer().await,
+            Input::Directory(reply) => {
+                let _ = reply.send(tool::listing::feed(&self.tools, now_ms()));
+            }
             Input::Cards(reply) => {
                 let mut report = self.cards_report(now_ms());
                 report["sessions"] = self.sessions.len().into();

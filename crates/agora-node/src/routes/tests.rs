@@ -30,10 +30,11 @@ fn routers(capacity: usize) -> (CallRouter, EventRouter, Queues) {
     // The A2A bridge's queue: dropped when this returns (its routes drop when full, and no
     // test here routes a bridge call).
     let (a2a_tx, _a2a) = mpsc::channel(capacity);
-    // `rpc.discover`'s, `node.info`'s and the MCP bridge's queues, likewise.
+    // `rpc.discover`'s, `node.info`'s, the MCP bridge's and the directory's queues, likewise.
     let (discover_tx, _discover) = mpsc::channel(capacity);
     let (info_tx, _info) = mpsc::channel(capacity);
     let (mcp_tx, _mcp) = mpsc::channel(capacity);
+    let (dir_tx, _directory) = mpsc::channel(capacity);
     let calls = CallRouter::new(
         vec![
             memory::call_route(&mem_tx),
@@ -44,6 +45,7 @@ fn routers(capacity: usize) -> (CallRouter, EventRouter, Queues) {
             crate::bridge::a2a::call_route(&a2a_tx),
             crate::info::call_route(&info_tx),
             crate::openrpc::call_route(&discover_tx),
+            crate::directory::call_route(&dir_tx),
         ],
         hyperspace::call_route(&hs_tx),
     );

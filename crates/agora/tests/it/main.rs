@@ -31,6 +31,7 @@ mod client;
 mod crash;
 mod dashboard;
 mod dashboard_browser;
+mod directory;
 mod hostile_faces;
 mod hostile_guard;
 mod hostile_rpc;

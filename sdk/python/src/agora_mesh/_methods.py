@@ -59,6 +59,7 @@ METHODS: Final[tuple[str, ...]] = (
     "bridge.withdrawA2AAgent",
     "bridge.listA2AAgents",
     "node.info",
+    "directory.search",
 )
 
 _ACRONYM = re.compile(r"([A-Z]+)([A-Z][a-z])")

@@ -31,7 +31,7 @@ from .errors import (
     Timeout,
     from_wire,
 )
-from .namespaces import Bridge, Guard, Improving, Learning, Memory, Micropayments, Node, Recursive, State, Tool
+from .namespaces import Bridge, Directory, Guard, Improving, Learning, Memory, Micropayments, Node, Recursive, State, Tool
 
 #: The largest frame accepted from the node (its own replies are far smaller).
 MAX_FRAME_BYTES: Final = 8 * 1024 * 1024
@@ -174,6 +174,7 @@ class Client:
         self.micropayments = Micropayments(self)
         self.bridge = Bridge(self)
         self.node = Node(self)
+        self.directory = Directory(self)
 
     # -- connection ---------------------------------------------------------------------------
 

@@ -176,6 +176,14 @@ class Node(Namespace):
     info: RpcMethod
 
 
+class Directory(Namespace):
+    """One search over every agent and tool the node knows, from every face (AGH, the ANS,
+    Hyperspace, bridged MCP and A2A): ``await client.directory.search(query="…", filters={…})``."""
+
+    space = "directory"
+    search: RpcMethod
+
+
 class Tool(Namespace):
     space = "tool"
     discover: RpcMethod

@@ -12,6 +12,8 @@
 //! - the dashboard ([`dashboard`]) and `GET /metrics` ([`metrics`]).
 //! - `GET /openrpc.json` → the OpenRPC document of the JSON-RPC face ([`crate::openrpc`]), the
 //!   same as its `rpc.discover`.
+//! - `GET /directory/search?q=…` and `GET /.well-known/ai-catalog.json`: the directory
+//!   ([`directory`], [`crate::directory`]).
 //! - `/mcp`, the node as an MCP server ([`crate::faces::mcp`]), merged into this face's router
 //!   by [`crate::faces::serving`].
 //! - the node as an A2A agent ([`crate::faces::a2a`]): `GET /.well-known/agent-card.json`,
@@ -21,6 +23,7 @@
 //! handlers, in [`crate::faces::serve`].
 
 pub mod dashboard;
+pub mod directory;
 pub mod metrics;
 pub mod status;
 
@@ -54,6 +57,8 @@ pub const READ_ONLY_PATHS: &[&str] = &[
     crate::faces::a2a::CARD_PATH,
     crate::faces::a2a::KEY_PATH,
     crate::openrpc::PATH,
+    directory::SEARCH_PATH,
+    directory::CATALOG_PATH,
 ];
 
 /// Paths that answer without the API key in every case: the dashboard's static page, script
@@ -83,6 +88,7 @@ pub fn http_face(state: AppState) -> Router {
             }),
         )
         .merge(dashboard::routes())
+        .merge(directory::routes())
         .merge(crate::faces::a2a::routes())
         .layer(DefaultBodyLimit::max(MAX_BODY))
         .with_state(state)

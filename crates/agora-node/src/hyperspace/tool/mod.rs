@@ -5,7 +5,9 @@
 //! | module | owns |
 //! |---|---|
 //! | [`discover`] | `tool.discover` over the local registry, then the DHT, then a gossip ask |
+//! | [`listing`] | the directory's feed: every tool known here as a directory record |
 //! | [`invoke`] | `tool.invoke` of local and remote tools (priced ones charged first), and node-to-node requests on `/agora/hyperspace/1.0.0` |
 
 pub(super) mod discover;
 pub(super) mod invoke;
+pub(crate) mod listing;
