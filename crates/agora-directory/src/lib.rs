@@ -12,6 +12,8 @@
 //! - [`index`]: the records of every feed, BM25 and embedding search fused into one ranking that
 //!   prefers the live and explains every score, liveness (offline, then gone within the TTL)
 //!   and the linking of one agent's records across sources;
+//! - [`ask`]: what nodes say to each other to search each other's directories (the DHT and
+//!   gossip tiers of a mesh search);
 //! - [`merge`]: the answers of several nodes to one search, merged and deduplicated;
 //! - [`catalog`]: the AI Catalog document (`/.well-known/ai-catalog.json`);
 //! - [`eval`]: nDCG and recall for the labelled relevance set.
@@ -20,6 +22,7 @@
 //! worker threads and serves the search on every face.
 #![warn(missing_docs)]
 
+pub mod ask;
 pub mod catalog;
 pub mod eval;
 pub mod index;

@@ -245,6 +245,7 @@ pub async fn run_until(
         agh: agh.tx.clone(),
         hyperspace: hs.tx.clone(),
         ans: Arc::clone(&agtp_face.ans),
+        mesh: m(),
         faces: (!http_url.is_empty(), !http_url.is_empty()),
         a2a_agents: config
             .bridge
@@ -345,6 +346,7 @@ fn spawn_routers(
     event_routes.extend(improving::event_routes(&services.improving));
     event_routes.extend(payments::event_routes(&services.payments));
     event_routes.extend(bridge::a2a::event_routes(a2a));
+    event_routes.extend(directory::event_routes(&services.directory));
     let rest = routes::Sink::new(agh_events, routes::Delivery::Wait, Some);
     tokio::spawn(routes::EventRouter::new(event_routes, rest).run(events));
 }

@@ -22,9 +22,10 @@
 use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
 
+use agora_directory::ask::ASK_TOPIC;
 use agora_directory::catalog::{self, NodeFacts};
 use agora_directory::rpc::{METHODS, SEARCH, SEARCH_PARAMS, SearchResult};
-use agora_directory::{Directory, FeedItem, Hit, SearchParams};
+use agora_directory::{Directory, FeedItem, Hit, Scope, SearchParams};
 use agora_embed::Embedder;
 use agora_hyperspace::jsonrpc::RpcError;
 use agora_hyperspace::params::parse_params;
@@ -33,8 +34,10 @@ use tokio::sync::{Semaphore, mpsc, oneshot};
 
 use crate::call::Call;
 use crate::clock::now_ms;
-use crate::routes::CallRoute;
-use crate::{agh, ans, hyperspace};
+use crate::routes::{CallRoute, Delivery, EventKey, EventRoute};
+use crate::{agh, ans, hyperspace, mesh};
+
+pub mod fanout;
 
 /// How often the sources are asked for their lists.
 pub const REFRESH: Duration = Duration::from_secs(1);
@@ -52,6 +55,8 @@ const EMBED_BATCH: usize = 32;
 pub enum Input {
     /// A `directory.*` call.
     Call(Call),
+    /// A gossip ask or a request on `/agora/directory/1.0.0` ([`fanout`]).
+    Mesh(mesh::Event),
     /// The AI Catalog document, its URLs under `base_url` (the HTTP face as the client reached
     /// it).
     Catalog {
@@ -75,6 +80,8 @@ pub struct Wiring {
     pub hyperspace: mpsc::Sender<hyperspace::Input>,
     /// The Agent Name Service.
     pub ans: Arc<ans::Ans>,
+    /// Commands to the mesh (the fan-out).
+    pub mesh: mpsc::Sender<mesh::Command>,
     /// Whether the HTTP face serves `/mcp` and the A2A Agent Card (listed in the AI Catalog).
     pub faces: (bool, bool),
     /// Bridged A2A agents: `(name, card URL)`.
@@ -86,6 +93,7 @@ struct Shared {
     wiring: Wiring,
     index: RwLock<Directory>,
     searches: Semaphore,
+    fanout: fanout::Fanout,
 }
 
 /// Starts the service; its calls come through [`call_route`].
@@ -96,8 +104,13 @@ pub fn start(wiring: Wiring) -> mpsc::Sender<Input> {
         wiring,
         index: RwLock::new(Directory::new(config)),
         searches: Semaphore::new(SEARCHES),
+        fanout: fanout::Fanout::default(),
     });
+    let subscribe = shared.wiring.mesh.clone();
     tokio::spawn(async move {
+        let _ = subscribe
+            .send(mesh::Command::Subscribe(ASK_TOPIC.to_owned()))
+            .await;
         let mut tick = tokio::time::interval(REFRESH);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         let (done_tx, mut done_rx) = mpsc::channel::<()>(1);
@@ -107,6 +120,9 @@ pub fn start(wiring: Wiring) -> mpsc::Sender<Input> {
                 input = rx.recv() => match input {
                     Some(Input::Call(call)) => {
                         tokio::spawn(answer(Arc::clone(&shared), call));
+                    }
+                    Some(Input::Mesh(event)) => {
+                        tokio::spawn(fanout::on_event(Arc::clone(&shared), event));
                     }
                     Some(Input::Catalog { base_url, reply }) => {
                         tokio::spawn(write_catalog(Arc::clone(&shared), base_url, reply));
@@ -133,6 +149,25 @@ pub fn call_route(tx: &mpsc::Sender<Input>) -> CallRoute {
     CallRoute::new(&["directory."], &[&METHODS], tx, Input::Call)
 }
 
+/// The mesh events this service owns: asks on `agora/directory/v1/ask` (dropped when the queue
+/// is full: the asker has other nodes) and requests on `/agora/directory/1.0.0`.
+pub fn event_routes(tx: &mpsc::Sender<Input>) -> Vec<EventRoute> {
+    vec![
+        EventRoute::new(
+            EventKey::Topic(ASK_TOPIC),
+            tx,
+            Delivery::DropWhenFull,
+            |e| Some(Input::Mesh(e)),
+        ),
+        EventRoute::new(
+            EventKey::Proto(mesh::Proto::Directory),
+            tx,
+            Delivery::Wait,
+            |e| Some(Input::Mesh(e)),
+        ),
+    ]
+}
+
 /// Asks a service for its feed; `None` when it does not answer in time.
 async fn ask<I>(
     tx: &mpsc::Sender<I>,
@@ -150,7 +185,7 @@ async fn refresh(shared: Arc<Shared>) {
     let agh = ask(&w.agh, |reply| agh::Input::Directory { node, reply }).await;
     let hs = ask(&w.hyperspace, hyperspace::Input::Directory).await;
     let worker = Arc::clone(&shared);
-    let _ = tokio::task::spawn_blocking(move || {
+    let words = tokio::task::spawn_blocking(move || {
         let ans = worker.wiring.ans.directory_feed(&worker.wiring.peer_id);
         let feeds = [("agh", agh), ("hyperspace", hs), ("ans", Some(ans))];
         for (feed, items) in feeds {
@@ -165,9 +200,37 @@ async fn refresh(shared: Arc<Shared>) {
                 );
             }
         }
-        write(&worker.index).expire(now_ms());
+        let mut index = write(&worker.index);
+        index.expire(now_ms());
+        hosted_words(&index, &worker.wiring.peer_id)
     })
     .await;
+    if let Ok(words) = words {
+        fanout::provide(&shared, words).await;
+    }
+}
+
+/// The words of the capabilities of the records this node hosts, at most
+/// `agora_directory::ask::MAX_PROVIDED` (the most frequent first).
+fn hosted_words(index: &Directory, me: &str) -> std::collections::BTreeSet<String> {
+    let mut counts: std::collections::HashMap<String, usize> = std::collections::HashMap::new();
+    for (r, _) in index.records(now_ms()) {
+        if r.provenance.node != me {
+            continue;
+        }
+        for c in &r.capabilities {
+            for w in agora_directory::ask::words(c) {
+                *counts.entry(w).or_default() += 1;
+            }
+        }
+    }
+    let mut ranked: Vec<(String, usize)> = counts.into_iter().collect();
+    ranked.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+    ranked
+        .into_iter()
+        .take(agora_directory::ask::MAX_PROVIDED)
+        .map(|(w, _)| w)
+        .collect()
 }
 
 /// Embeds the records the index has no vector for (new, or their text changed).
@@ -213,18 +276,35 @@ async fn answer(shared: Arc<Shared>, call: Call) {
     let _ = call.reply.send(outcome);
 }
 
-/// `directory.search`.
+/// `directory.search`: this node, then (scope `mesh`) the DHT and a gossip ask.
 async fn search(shared: &Arc<Shared>, params: Option<&Value>) -> Result<Value, RpcError> {
     let params: SearchParams = parse_params(params.unwrap_or(&Value::Null), &SEARCH_PARAMS)?;
     let query = params.compile().map_err(|e| e.to_rpc())?;
-    let _permit = shared
-        .searches
-        .acquire()
-        .await
-        .map_err(|_| RpcError::internal_error().with_message("directory stopped"))?;
-    let worker = Arc::clone(shared);
     let started = Instant::now();
-    let (hits, embedder) = tokio::task::spawn_blocking(move || {
+    let local = search_local(shared, &params).await;
+    let (hits, nodes) = match query.scope {
+        Scope::Local => (local, vec![shared.wiring.peer_id.clone()]),
+        Scope::Mesh => fanout::search_mesh(shared, &query, &params, local).await,
+    };
+    Ok(result(
+        hits,
+        shared.wiring.embedder.id().to_owned(),
+        started,
+        nodes,
+    ))
+}
+
+/// This node's hits for `params` (none when they do not compile): the query's embedding and
+/// the ranking, on a blocking thread, at most [`SEARCHES`] at once.
+async fn search_local(shared: &Arc<Shared>, params: &SearchParams) -> Vec<Hit> {
+    let Ok(query) = params.compile() else {
+        return Vec::new();
+    };
+    let Ok(_permit) = shared.searches.acquire().await else {
+        return Vec::new();
+    };
+    let worker = Arc::clone(shared);
+    tokio::task::spawn_blocking(move || {
         let embedder = &worker.wiring.embedder;
         let vector = if query.text.is_empty() {
             None
@@ -234,21 +314,19 @@ async fn search(shared: &Arc<Shared>, params: Option<&Value>) -> Result<Value, R
                 .ok()
                 .and_then(|mut v| v.pop())
         };
-        let hits = read(&worker.index).search(&query, vector.as_deref(), now_ms());
-        (hits, embedder.id().to_owned())
+        read(&worker.index).search(&query, vector.as_deref(), now_ms())
     })
     .await
-    .map_err(|e| RpcError::internal_error().with_message(e.to_string()))?;
-    Ok(result(hits, embedder, started, &shared.wiring.peer_id))
+    .unwrap_or_default()
 }
 
 /// `directory.search`'s result.
-fn result(hits: Vec<Hit>, embedder: String, started: Instant, node: &str) -> Value {
+fn result(hits: Vec<Hit>, embedder: String, started: Instant, nodes: Vec<String>) -> Value {
     let result = SearchResult {
         count: hits.len(),
         results: hits,
         embedder,
-        answered_by: vec![node.to_owned()],
+        answered_by: nodes,
         took_ms: (started.elapsed().as_secs_f64() * 1e6).round() / 1e3,
     };
     serde_json::to_value(result).unwrap_or(Value::Null)

@@ -6,7 +6,8 @@
 //! `/agora/envelope/1.0.0` for directed AGH envelopes, `/agora/hyperspace/1.0.0` for
 //! node-to-node Hyperspace requests (tool invocation, discovery answers) and
 //! `/agora/memory/1.0.0` for the memory primitive's replication, reads and anti-entropy, and
-//! `/agora/payments/1.0.0` for payment channels between nodes. Bootstrap addresses are
+//! `/agora/payments/1.0.0` for payment channels between nodes, and `/agora/directory/1.0.0`
+//! for directory searches and their answers (`agora_directory::ask`). Bootstrap addresses are
 //! dialled at start and re-dialled with exponential backoff whenever the connection is lost.
 //!
 //! Gossipsub (`docs/node.md` "Gossip topics" and "Gossip limits"):
@@ -65,6 +66,8 @@ pub const HYPERSPACE_PROTOCOL: StreamProtocol = StreamProtocol::new("/agora/hype
 pub const MEMORY_PROTOCOL: StreamProtocol = StreamProtocol::new("/agora/memory/1.0.0");
 /// Protocol name of node-to-node payment requests (channel open, vouchers, close).
 pub const PAYMENTS_PROTOCOL: StreamProtocol = StreamProtocol::new("/agora/payments/1.0.0");
+/// Protocol name of node-to-node directory searches and answers (`agora_directory::ask`).
+pub const DIRECTORY_PROTOCOL: StreamProtocol = StreamProtocol::new(agora_directory::ask::PROTOCOL);
 /// Identify protocol version shared by every Agora node.
 pub const IDENTIFY_VERSION: &str = "/agora/1.0.0";
 /// Largest gossip message (the application limit, checked at validation) and directed request:
@@ -117,6 +120,8 @@ pub enum Proto {
     Memory,
     /// `/agora/payments/1.0.0`.
     Payments,
+    /// `/agora/directory/1.0.0`.
+    Directory,
 }
 
 /// Where the peers found by a DHT query go.
@@ -524,6 +529,7 @@ impl Behaviour {
             Proto::Hyperspace => self.hs.send_request(peer, data),
             Proto::Memory => self.mem.send_request(peer, data),
             Proto::Payments => self.pay.send_request(peer, data),
+            Proto::Directory => self.dir.send_request(peer, data),
         }
     }
 }
@@ -868,6 +874,7 @@ fn handle_command(
                 Proto::Hyperspace => b.hs.send_response(channel, data),
                 Proto::Memory => b.mem.send_response(channel, data),
                 Proto::Payments => b.pay.send_response(channel, data),
+                Proto::Directory => b.dir.send_response(channel, data),
             };
         }
         Command::PutRecord { key, value } => {
@@ -1176,6 +1183,9 @@ fn handle_swarm_event(
         }
         SwarmEvent::Behaviour(BehaviourEvent::Pay(event)) => {
             direct_event(swarm, Proto::Payments, event, queue, pending);
+        }
+        SwarmEvent::Behaviour(BehaviourEvent::Dir(event)) => {
+            direct_event(swarm, Proto::Directory, event, queue, pending);
         }
         SwarmEvent::Behaviour(BehaviourEvent::Kad(kad::Event::RoutingUpdated {
             peer,

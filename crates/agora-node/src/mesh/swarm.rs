@@ -16,12 +16,12 @@ use super::gated::Gated;
 use super::muxer::{Splits, SplittingMuxer};
 use super::pings;
 use super::{
-    ENVELOPE_PROTOCOL, HS_REQUEST_TIMEOUT, HYPERSPACE_PROTOCOL, IDENTIFY_VERSION,
-    KAD_BOOTSTRAP_EVERY, KAD_PROTOCOL, MAX_CONTROL_BYTES, MAX_FRAME_BYTES, MAX_HS_RESPONSE_BYTES,
-    MAX_MEMORY_RESPONSE_BYTES, MAX_MESSAGE_BYTES, MAX_PAYMENT_BYTES, MAX_PEER_TOPICS,
-    MAX_RECORD_BYTES, MAX_RESPONSE_BYTES, MEMORY_PROTOCOL, MEMORY_REQUEST_TIMEOUT, MeshConfig,
-    MeshError, PAYMENTS_PROTOCOL, PROVIDER_REPUBLISH, PROVIDER_TTL, RECORD_TTL, message_id,
-    score_settings,
+    DIRECTORY_PROTOCOL, ENVELOPE_PROTOCOL, HS_REQUEST_TIMEOUT, HYPERSPACE_PROTOCOL,
+    IDENTIFY_VERSION, KAD_BOOTSTRAP_EVERY, KAD_PROTOCOL, MAX_CONTROL_BYTES, MAX_FRAME_BYTES,
+    MAX_HS_RESPONSE_BYTES, MAX_MEMORY_RESPONSE_BYTES, MAX_MESSAGE_BYTES, MAX_PAYMENT_BYTES,
+    MAX_PEER_TOPICS, MAX_RECORD_BYTES, MAX_RESPONSE_BYTES, MEMORY_PROTOCOL, MEMORY_REQUEST_TIMEOUT,
+    MeshConfig, MeshError, PAYMENTS_PROTOCOL, PROVIDER_REPUBLISH, PROVIDER_TTL, RECORD_TTL,
+    message_id, score_settings,
 };
 
 #[derive(NetworkBehaviour)]
@@ -34,7 +34,13 @@ pub(super) struct Behaviour {
     pub(super) hs: Gated<request_response::Behaviour<BytesCodec>>,
     pub(super) mem: Gated<request_response::Behaviour<BytesCodec>>,
     pub(super) pay: Gated<request_response::Behaviour<BytesCodec>>,
+    pub(super) dir: Gated<request_response::Behaviour<BytesCodec>>,
 }
+
+/// Largest directory request or response (`agora_directory::ask::MAX_MESSAGE_BYTES`).
+const DIRECTORY_BYTES: u64 = agora_directory::ask::MAX_MESSAGE_BYTES as u64;
+/// How long a directory search or answer may take (the asker waits less).
+const DIRECTORY_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// The most concurrent yamux streams per connection; chosen to bound stream receive windows.
 ///
@@ -165,6 +171,14 @@ pub(super) fn build_swarm(
                 [(PAYMENTS_PROTOCOL, ProtocolSupport::Full)],
                 request_response::Config::default().with_request_timeout(MEMORY_REQUEST_TIMEOUT),
             );
+            let dir = request_response::Behaviour::with_codec(
+                BytesCodec {
+                    max_request: DIRECTORY_BYTES,
+                    max_response: DIRECTORY_BYTES,
+                },
+                [(DIRECTORY_PROTOCOL, ProtocolSupport::Full)],
+                request_response::Config::default().with_request_timeout(DIRECTORY_TIMEOUT),
+            );
             Ok(Behaviour {
                 identify: Gated::new(identify::Behaviour::new(identify::Config::new(
                     IDENTIFY_VERSION.to_owned(),
@@ -177,6 +191,7 @@ pub(super) fn build_swarm(
                 hs: Gated::new(hs),
                 mem: Gated::new(mem),
                 pay: Gated::new(pay),
+                dir: Gated::new(dir),
             })
         })
         .map_err(|e| MeshError::Build(e.to_string()))?

@@ -29,6 +29,21 @@ async fn search_until(rpc: &str, params: Value, pred: impl Fn(&Value) -> bool) -
     .await
 }
 
+/// An agent connected to `node`'s AGH face, greeted in `general` and present there.
+async fn greeted(node: &support::Node, peer: &str, capabilities: &[&str]) -> Agent {
+    let mut agent = Agent::connect(&node.agh, peer, "general").await;
+    agent.greet(capabilities).await;
+    support::eventually(WAIT, async || {
+        support::peer_ids(&node.http, "general")
+            .await
+            .contains(&peer.to_owned())
+            .then_some(())
+    })
+    .await
+    .expect("the agent is present");
+    agent
+}
+
 fn find<'a>(result: &'a Value, source: &str) -> Option<&'a Value> {
     result["results"]
         .as_array()?
@@ -41,16 +56,7 @@ async fn an_agh_agent_and_a_hyperspace_tool_are_found_in_one_search_then_the_age
     let dir = tempfile::tempdir().unwrap();
     let node = support::spawn_node(&dir.path().join("n"), &[], 30, &[]);
     // An AGH agent greets and publishes a capability catalog.
-    let mut agent = Agent::connect(&node.agh, "scribe-7", "general").await;
-    agent.greet(&["transcription"]).await;
-    support::eventually(WAIT, async || {
-        (support::peer_ids(&node.http, "general")
-            .await
-            .contains(&"scribe-7".to_owned()))
-        .then_some(())
-    })
-    .await
-    .expect("the agent is present");
+    let mut agent = greeted(&node, "scribe-7", &["transcription"]).await;
     let catalog = json!([{
         "id": "meeting-transcripts",
         "summary": "Transcribes recorded meetings and phone calls into text",
@@ -218,4 +224,179 @@ async fn the_ai_catalog_is_valid_against_the_draft_schema() {
         agent_card["name"].is_string(),
         "the link leads to the card: {agent_card}"
     );
+}
+
+/// Registers and activates `id` in `node`'s Agent Name Service over AGTP, governance-signed.
+async fn activate(
+    node: &support::Node,
+    gov: &agora_agtp::signature::AnsSigningKey,
+    id: &str,
+    label: &str,
+    job: &str,
+    capabilities: &[&str],
+) {
+    use agora_node::faces::agtp::client::{self, Transport};
+    use agora_node::faces::agtp::tls::Roots;
+    let agtp = node.agtp.strip_prefix("agtp://").unwrap().to_owned();
+    let transport = Transport::for_host("127.0.0.1", false, false, &Roots::WebPki).unwrap();
+    let manifest = json!({
+        "canonical_id": id,
+        "manifest_uri": format!("agtp://127.0.0.1/agents/{id}"),
+        "agent_label": label,
+        "org_domain": "example.org",
+        "governance_zone": "zone:test",
+        "trust_tier": 2,
+        "behavioral_trust_score": 0.9,
+        "supported_methods": ["QUERY"],
+        "capabilities": capabilities,
+        "authority_scope_categories": ["documents:query"],
+        "job_description": job,
+    });
+    let request = support::agtp_lifecycle_request(
+        gov,
+        agora_agtp::manifest::Transition::Activate,
+        id,
+        Some(&manifest),
+        None,
+    );
+    let answer = client::request(&agtp, &transport, &request, WAIT)
+        .await
+        .expect("the name server answers");
+    assert_eq!(
+        answer.status.0,
+        200,
+        "{}",
+        String::from_utf8_lossy(&answer.body)
+    );
+}
+
+/// Two nodes, B joined to A; A with the ANS governance key (and MiniLM when `with_model`).
+async fn pair(
+    dir: &Path,
+    model: Option<&Path>,
+) -> (
+    support::Node,
+    support::Node,
+    agora_agtp::signature::AnsSigningKey,
+) {
+    let gov = support::agtp_governance_key(dir);
+    let cfg = dir.join("agora.toml");
+    std::fs::write(&cfg, "[agtp]\ngovernance_keys = [\"gov.pub.json\"]\n").unwrap();
+    if let Some(m) = model {
+        support::install_minilm(&dir.join("a"), m);
+        support::install_minilm(&dir.join("b"), m);
+    }
+    let a = support::spawn_node(
+        &dir.join("a"),
+        &[],
+        30,
+        &["--config", cfg.to_str().unwrap()],
+    );
+    let b = support::spawn_node(&dir.join("b"), &[&a.p2p], 30, &[]);
+    support::eventually(WAIT, async || {
+        support::connected(&b.http)
+            .await
+            .contains(&a.peer_id)
+            .then_some(())
+    })
+    .await
+    .expect("B connects to A");
+    (a, b, gov)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_ans_agent_and_an_agh_agent_of_one_node_are_found_from_another() {
+    let dir = tempfile::tempdir().unwrap();
+    let (a, b, gov) = pair(dir.path(), None).await;
+    activate(
+        &a,
+        &gov,
+        "agt-contracts",
+        "contract clause reviewer",
+        "reviews contract clauses and flags indemnity and liability risks",
+        &["contract-review"],
+    )
+    .await;
+    let mut agent = greeted(&a, "scribe-9", &["transcription"]).await;
+    // Node B's own name service does not know the ANS agent ...
+    let local = search_until(
+        &b.rpc,
+        json!({"query": "contract clauses", "scope": "local"}),
+        |_| true,
+    )
+    .await
+    .unwrap();
+    assert_eq!(local["count"], 0, "{local}");
+    // ... its directory search finds it on A, verified, and says A answered.
+    let found = search_until(
+        &b.rpc,
+        json!({"query": "contract clauses liability"}),
+        |r| find(r, "ans").is_some(),
+    )
+    .await
+    .expect("found from B");
+    let ans = find(&found, "ans").unwrap();
+    assert_eq!(ans["trust"]["level"], "verified", "{ans}");
+    assert_eq!(ans["trust"]["lifecycle"], "Active", "{ans}");
+    assert_eq!(ans["answeredBy"], a.peer_id.as_str());
+    assert_eq!(ans["provenance"]["node"], a.peer_id.as_str());
+    assert!(
+        found["answeredBy"]
+            .as_array()
+            .unwrap()
+            .contains(&json!(a.peer_id)),
+        "{found}"
+    );
+    // And the AGH agent of A, claimed.
+    let found = search_until(&b.rpc, json!({"query": "transcription"}), |r| {
+        find(r, "agh").is_some()
+    })
+    .await
+    .expect("the AGH agent found from B");
+    let agh = find(&found, "agh").unwrap();
+    assert_eq!(agh["trust"]["level"], "claimed");
+    // Hosted by A; B may hold it itself (its greets reach B when B relays the channel), else
+    // A answered.
+    assert_eq!(agh["provenance"]["node"], a.peer_id.as_str(), "{agh}");
+    assert!(
+        agh["answeredBy"].is_null() || agh["answeredBy"] == a.peer_id.as_str(),
+        "{agh}"
+    );
+    agent.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_agh_catalog_is_found_from_another_node_by_meaning() {
+    let Some(model) = support::minilm_model() else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let (a, b, _gov) = pair(dir.path(), Some(&model)).await;
+    let mut agent = greeted(&a, "scribe-11", &[]).await;
+    let catalog = json!([{
+        "id": "meeting-transcripts",
+        "summary": "Transcribes recorded meetings and phone calls into text",
+        "outcome": "a timestamped transcript with speaker labels"
+    }]);
+    support::http_json(
+        "PUT",
+        &a.http,
+        "/agh/v0/catalogs/scribe-11",
+        Some(&catalog.to_string()),
+    )
+    .await;
+    // No word of the query is in the catalog: only meaning finds it.
+    let found = search_until(
+        &b.rpc,
+        json!({"query": "put into writing what everyone said at our conference", "limit": 3}),
+        |r| find(r, "agh").is_some(),
+    )
+    .await
+    .expect("found by meaning from B");
+    assert_eq!(found["embedder"], "minilm-l6-v2");
+    let agh = find(&found, "agh").unwrap();
+    assert_eq!(agh["name"], "scribe-11");
+    assert_eq!(agh["explain"]["bm25"], 0.0, "{agh}");
+    assert!(agh["explain"]["meaning"].as_f64().unwrap() > 0.3, "{agh}");
+    agent.close().await;
 }
