@@ -56,7 +56,7 @@ async fn an_agh_agent_and_a_hyperspace_tool_are_found_in_one_search_then_the_age
     let dir = tempfile::tempdir().unwrap();
     let node = support::spawn_node(&dir.path().join("n"), &[], 30, &[]);
     // An AGH agent greets and publishes a capability catalog.
-    let mut agent = greeted(&node, "scribe-7", &["transcription"]).await;
+    let agent = greeted(&node, "scribe-7", &["transcription"]).await;
     let catalog = json!([{
         "id": "meeting-transcripts",
         "summary": "Transcribes recorded meetings and phone calls into text",
@@ -317,7 +317,7 @@ async fn an_ans_agent_and_an_agh_agent_of_one_node_are_found_from_another() {
         &["contract-review"],
     )
     .await;
-    let mut agent = greeted(&a, "scribe-9", &["transcription"]).await;
+    let agent = greeted(&a, "scribe-9", &["transcription"]).await;
     // Node B's own name service does not know the ANS agent ...
     let local = search_until(
         &b.rpc,
@@ -372,7 +372,7 @@ async fn an_agh_catalog_is_found_from_another_node_by_meaning() {
     };
     let dir = tempfile::tempdir().unwrap();
     let (a, b, _gov) = pair(dir.path(), Some(&model)).await;
-    let mut agent = greeted(&a, "scribe-11", &[]).await;
+    let agent = greeted(&a, "scribe-11", &[]).await;
     let catalog = json!([{
         "id": "meeting-transcripts",
         "summary": "Transcribes recorded meetings and phone calls into text",
