@@ -246,6 +246,7 @@ pub async fn run_until(
         hyperspace: hs.tx.clone(),
         ans: Arc::clone(&agtp_face.ans),
         mesh: m(),
+        offline_ttl_ms: config.directory.offline_ttl_ms(),
         faces: (!http_url.is_empty(), !http_url.is_empty()),
         a2a_agents: config
             .bridge

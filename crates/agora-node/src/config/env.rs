@@ -379,6 +379,10 @@ settings! {
     payments.challenge_ttl_secs: Integer, "payments.challenge_ttl_secs",
         "AGORA_PAYMENTS_CHALLENGE_TTL_SECS", Some("payments-challenge-ttl-secs"),
         |_| "300".to_owned(), "Seconds a payment challenge stays payable";
+    directory.offline_ttl_secs: Integer, "directory.offline_ttl_secs",
+        "AGORA_DIRECTORY_OFFLINE_TTL_SECS", Some("directory-offline-ttl-secs"),
+        |_| "60".to_owned(),
+        "Seconds an agent or tool that left stays listed in the directory as offline";
     log.format: Choice(&["text", "json"]), "log.format", "AGORA_LOG_FORMAT",
         Some("log-format"), |_| "text".to_owned(),
         "Log lines as `text` (colours only on a terminal) or `json` (one object per line)";

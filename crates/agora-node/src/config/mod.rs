@@ -23,6 +23,7 @@
 //! | `agh.rs` | `[agh]`, `[agh.nats]` | AGH settings and the NATS bridge |
 //! | `agtp.rs` | `[agtp]`, `[[agtp.peers]]` | the Agent Name Service and its listener |
 //! | `memory.rs`, `learning.rs`, `improving.rs`, `payments.rs` | `[memory]` … | the primitives' services |
+//! | `directory.rs` | `[directory]` | the directory service |
 //! | `bridge.rs` | `[[bridge.mcp]]`, `[[bridge.a2a]]` | MCP servers and A2A agents bridged at start |
 //! | `endpoint.rs` | `base_url`, `model`, `api_key` | the checks of a section's OpenAI-compatible endpoint |
 //! | `log.rs` | `[log]` | log filter and format |
@@ -34,6 +35,7 @@ mod agh;
 mod agtp;
 mod bridge;
 mod de;
+mod directory;
 mod endpoint;
 mod env;
 mod faces;
@@ -63,6 +65,7 @@ pub use agh::{
 };
 pub use agtp::{AgtpConfig, AgtpConfigPatch, PeerConfig};
 pub use bridge::{BridgeConfig, BridgeConfigPatch};
+pub use directory::{DEFAULT_OFFLINE_TTL_SECS, DirectoryConfig, DirectoryConfigPatch};
 pub use env::{Kind, SETTINGS, Setting};
 pub use faces::FaceLimits;
 pub(crate) use faces::split_port;
@@ -170,6 +173,9 @@ pub struct Config {
     /// `[bridge]` settings: MCP servers and A2A agents bridged at start.
     #[patch(nesting)]
     pub bridge: BridgeConfig,
+    /// `[directory]` settings.
+    #[patch(nesting)]
+    pub directory: DirectoryConfig,
     /// `[log]` settings.
     #[patch(nesting)]
     pub log: LogConfig,
@@ -207,6 +213,7 @@ impl Default for Config {
             improving: ImprovingConfig::default(),
             payments: PaymentsConfig::default(),
             bridge: BridgeConfig::default(),
+            directory: DirectoryConfig::default(),
             log: LogConfig::default(),
         }
     }
@@ -318,6 +325,7 @@ impl Config {
         self.improving.settle()?;
         self.payments.settle()?;
         self.bridge.settle()?;
+        self.directory.settle()?;
         self.log.settle()
     }
 

@@ -82,6 +82,9 @@ pub struct Wiring {
     pub ans: Arc<ans::Ans>,
     /// Commands to the mesh (the fan-out).
     pub mesh: mpsc::Sender<mesh::Command>,
+    /// How long what left stays listed as offline (`[directory] offline_ttl_secs`), ms: it
+    /// replaces every source's own offline TTL but a zero one (gone at once).
+    pub offline_ttl_ms: u64,
     /// Whether the HTTP face serves `/mcp` and the A2A Agent Card (listed in the AI Catalog).
     pub faces: (bool, bool),
     /// Bridged A2A agents: `(name, card URL)`.
@@ -190,6 +193,11 @@ async fn refresh(shared: Arc<Shared>) {
         let feeds = [("agh", agh), ("hyperspace", hs), ("ans", Some(ans))];
         for (feed, items) in feeds {
             let Some(mut items) = items else { continue };
+            for item in &mut items {
+                if item.record.ttl_ms > 0 {
+                    item.record.ttl_ms = worker.wiring.offline_ttl_ms;
+                }
+            }
             embed_missing(&worker, &mut items);
             let applied = write(&worker.index).apply_feed(feed, items, now_ms());
             if applied.refused > 0 {

@@ -54,7 +54,13 @@ fn find<'a>(result: &'a Value, source: &str) -> Option<&'a Value> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_agh_agent_and_a_hyperspace_tool_are_found_in_one_search_then_the_agent_goes_offline() {
     let dir = tempfile::tempdir().unwrap();
-    let node = support::spawn_node(&dir.path().join("n"), &[], 30, &[]);
+    // Left agents stay listed as offline for 2 s, then are gone.
+    let node = support::spawn_node(
+        &dir.path().join("n"),
+        &[],
+        30,
+        &["--directory-offline-ttl-secs", "2"],
+    );
     // An AGH agent greets and publishes a capability catalog.
     let agent = greeted(&node, "scribe-7", &["transcription"]).await;
     let catalog = json!([{
@@ -161,6 +167,18 @@ async fn an_agh_agent_and_a_hyperspace_tool_are_found_in_one_search_then_the_age
     .unwrap();
     assert!(find(&live, "agh").is_none(), "{live}");
     assert!(find(&live, "hyperspace").is_some(), "{live}");
+    // Gone once its offline TTL ends; the tool, still served, stays.
+    let gone = search_until(&node.rpc, json!({"query": "meeting transcripts"}), |r| {
+        find(r, "agh").is_none()
+    })
+    .await
+    .expect("the agent is gone after its TTL");
+    assert!(find(&gone, "hyperspace").is_some(), "{gone}");
+    let left_at = agh["expiresMs"].as_u64().unwrap();
+    assert!(
+        agora_node::clock::now_ms() >= left_at,
+        "gone no earlier than its expiry"
+    );
 }
 
 fn schema() -> jsonschema::Validator {
