@@ -418,3 +418,65 @@ async fn an_agh_catalog_is_found_from_another_node_by_meaning() {
     assert!(agh["explain"]["meaning"].as_f64().unwrap() > 0.3, "{agh}");
     agent.close().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hyperspace_tool_and_a_bridged_mcp_tool_in_one_result_list() {
+    if !support::node_peers() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let node = support::spawn_node_env(
+        &dir.path().join("n"),
+        &[],
+        30,
+        &[],
+        &[("AGORA_API_KEY", support::TEST_API_KEY)],
+    );
+    let mut admin = support::rpc_connect_bearer(&node.rpc, support::TEST_API_KEY).await;
+    let everything = support::interop_dir()
+        .join("node_modules/@modelcontextprotocol/server-everything/dist/index.js")
+        .display()
+        .to_string();
+    let r = support::rpc_call(
+        &mut admin,
+        1,
+        "bridge.registerMCPServer",
+        json!({"url": "stdio://everything", "command": "node", "args": [everything, "stdio"]}),
+    )
+    .await;
+    assert_eq!(r["result"]["serverId"], "everything", "{r}");
+    let tool = support::register_tool(
+        &mut admin,
+        json!({"name": "echo-back", "description": "Echoes back the message it is given",
+               "schema": {"input": {"type": "object"}}, "capabilities": ["echo"]}),
+    )
+    .await;
+    let mut id = 10;
+    let result = support::eventually(WAIT, async || {
+        id += 1;
+        let r = support::rpc_call(
+            &mut admin,
+            id,
+            "directory.search",
+            json!({"query": "echo back the message", "limit": 20}),
+        )
+        .await;
+        let result = r.get("result")?.clone();
+        (find(&result, "mcp").is_some() && find(&result, "hyperspace").is_some()).then_some(result)
+    })
+    .await
+    .expect("both in one list");
+    let mcp = find(&result, "mcp").unwrap();
+    assert_eq!(mcp["provenance"]["face"], "mcp", "{mcp}");
+    assert_eq!(mcp["call"]["method"], "tool.invoke", "{mcp}");
+    assert!(
+        mcp["trust"]["basis"]
+            .as_str()
+            .unwrap()
+            .contains("everything"),
+        "says which server: {mcp}"
+    );
+    assert_ne!(mcp["trust"]["level"], "verified", "{mcp}");
+    let hs = find(&result, "hyperspace").unwrap();
+    assert_eq!(hs["call"]["target"], tool.as_str());
+}
