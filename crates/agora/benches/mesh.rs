@@ -20,10 +20,15 @@
 //!   throughput (16 clients on the same channel, payments serialised by the channel), with the
 //!   payee on the same node and on another node (each payment durable before its answer).
 //!
+//! - The directory across 3 nodes in a line (issue 33): `directory.search` on A with scope
+//!   `mesh` finding an AGH agent hosted on C (its catalog is only on C: the gossip ask and C's
+//!   answer), scope `local` on A, and `tool.discover` on A of a tool on C in the same run.
+//!
 //! Run: `cargo bench -p agora --bench mesh` (prints a table; figures go in docs/performance.md);
 //! `-- rpc` for JSON-RPC calls only, `-- tools` for the Hyperspace tool figures only, `-- memory`
 //! for the memory figures only, `-- improving` for the self-improving figures only, `-- payments`
-//! for the payment channel figures only, `-- dashboard` for the dashboard's CPU cost to the node
+//! for the payment channel figures only, `-- dashboard` for the dashboard's CPU cost to the node, `-- directory` for the directory
+//! across nodes
 //! (one minute each with no, one and eight event streams open).
 //! This is a measurement harness, not a test: it asserts nothing about the numbers.
 
@@ -462,7 +467,13 @@ fn main() {
     let only_improving = std::env::args().any(|a| a == "improving");
     let only_payments = std::env::args().any(|a| a == "payments");
     let only_dashboard = std::env::args().any(|a| a == "dashboard");
+    let only_directory = std::env::args().any(|a| a == "directory");
     rt.block_on(async {
+        if only_directory {
+            let samples = std::env::var("DIRECTORY_BENCH_N").ok().and_then(|s| s.parse().ok()).unwrap_or(300);
+            directory_bench(samples).await;
+            return;
+        }
         if only_dashboard {
             dashboard_bench().await;
             return;
@@ -528,6 +539,105 @@ fn main() {
             println!("| say broadcast throughput A→C over B, 20,000 messages, {window} in flight | {rate:.0} envelopes/s ({got} delivered) |");
         }
     });
+}
+
+/// The directory across A–B–C: `directory.search` from A (scope `mesh`, finding an AGH agent
+/// whose catalog only C holds), scope `local` on A, and `tool.discover` from A of C's tool.
+async fn directory_bench(samples: usize) {
+    let dir = tempfile::tempdir().unwrap();
+    let unlimited = [
+        ("AGORA_RPC_CONN_RATE", "10000000"),
+        ("AGORA_RPC_KEY_RATE", "10000000"),
+    ];
+    let a = &support::spawn_node_env(&dir.path().join("a"), &[], 30, &[], &unlimited);
+    let b = &support::spawn_node_env(&dir.path().join("b"), &[&a.p2p], 30, &[], &unlimited);
+    let c = &support::spawn_node_env(&dir.path().join("c"), &[&b.p2p], 30, &[], &unlimited);
+    eventually(Duration::from_secs(20), async || {
+        let on_b = connected(&b.http).await;
+        (on_b.contains(&a.peer_id) && on_b.contains(&c.peer_id)).then_some(())
+    })
+    .await
+    .expect("A–B–C connect");
+    let mut agent = Agent::connect(&c.agh, "scribe-bench", "general").await;
+    agent.greet(&[]).await;
+    let catalog = json!([{"id": "meeting-transcripts",
+        "summary": "Transcribes recorded meetings and phone calls into text",
+        "outcome": "a timestamped transcript with speaker labels"}]);
+    eventually(Duration::from_secs(20), async || {
+        let r = support::http_json(
+            "PUT",
+            &c.http,
+            "/agh/v0/catalogs/scribe-bench",
+            Some(&catalog.to_string()),
+        )
+        .await;
+        (r["peer_id"] == "scribe-bench").then_some(())
+    })
+    .await
+    .expect("C holds the catalog");
+    let mut provider = support::rpc_connect(&c.rpc).await;
+    let r = support::rpc_call(
+        &mut provider,
+        1,
+        "tool.register",
+        json!({"name": "web-search",
+        "description": "Search the web", "schema": {}, "capabilities": ["search"]}),
+    )
+    .await;
+    assert!(r["result"]["toolId"].is_string(), "{r}");
+    let mut client = support::rpc_connect(&a.rpc).await;
+    let mesh = json!({"query": "meeting transcripts", "filters": {"source": "agh"}});
+    let has = |r: &serde_json::Value| r["result"]["count"].as_u64().unwrap_or(0) > 0;
+    let mut id = 10;
+    eventually(Duration::from_secs(30), async || {
+        id += 1;
+        has(&support::rpc_call(&mut client, id, "directory.search", mesh.clone()).await)
+            .then_some(())
+    })
+    .await
+    .expect("A finds C's agent");
+    let mut timed = async |method: &str, params: serde_json::Value, want: bool| {
+        let mut times = Vec::with_capacity(samples);
+        for _ in 0..samples {
+            id += 1;
+            let t = Instant::now();
+            let r = support::rpc_call(&mut client, id, method, params.clone()).await;
+            times.push(t.elapsed());
+            if want {
+                let found = has(&r)
+                    || r["result"]["tools"]
+                        .as_array()
+                        .is_some_and(|t| !t.is_empty());
+                assert!(found, "{r}");
+            }
+        }
+        times.sort();
+        let ms = |d: Duration| d.as_secs_f64() * 1e3;
+        (ms(percentile(&times, 0.5)), ms(percentile(&times, 0.99)))
+    };
+    let m = timed("directory.search", mesh.clone(), true).await;
+    let mut local = mesh.clone();
+    local["scope"] = json!("local");
+    let l = timed("directory.search", local, false).await;
+    let t = timed(
+        "tool.discover",
+        json!({"query": "web search", "capabilities": ["search"]}),
+        true,
+    )
+    .await;
+    println!(
+        "| directory.search on A, scope mesh, of C's AGH agent (3 nodes in a line), {samples} calls | p50 {:.2} ms, p99 {:.2} ms |",
+        m.0, m.1
+    );
+    println!(
+        "| directory.search on A, scope local (nothing found), {samples} calls | p50 {:.2} ms, p99 {:.2} ms |",
+        l.0, l.1
+    );
+    println!(
+        "| tool.discover on A of C's tool (card known), same run, {samples} calls | p50 {:.2} ms, p99 {:.2} ms |",
+        t.0, t.1
+    );
+    agent.close().await;
 }
 
 /// Three memory nodes in a line (A–B–C), embedding with `embedder`; waits until each sees 3

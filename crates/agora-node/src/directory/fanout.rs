@@ -25,8 +25,8 @@ use crate::mesh;
 
 /// How long a mesh search waits for other nodes, in all.
 pub const DEADLINE: Duration = Duration::from_millis(1500);
-/// How long it waits for more answers after the first.
-pub const GRACE: Duration = Duration::from_millis(300);
+/// How long it waits for another answer after each one.
+pub const GRACE: Duration = Duration::from_millis(100);
 /// How long a DHT provider lookup may take.
 const DHT_WAIT: Duration = Duration::from_millis(1000);
 /// Most providers one search asks.
@@ -119,22 +119,26 @@ pub(super) async fn search_mesh(
         tokio::select! {
             answer = rx.recv() => {
                 let Some(answer) = answer else { break };
-                if answers.is_empty() {
-                    until = (tokio::time::Instant::now() + GRACE).min(deadline);
-                }
+                until = (tokio::time::Instant::now() + GRACE).min(deadline);
                 answers.push(answer);
             }
             _ = &mut dht, if !dht_done => {
                 dht_done = true;
-                // The ask reached nobody: the DHT's answers are all there is.
-                if reached == 0 {
-                    while let Ok(answer) = rx.try_recv() {
-                        answers.push(answer);
-                    }
-                    break;
-                }
             }
             () = tokio::time::sleep_until(until) => break,
+        }
+        // Every neighbour the ask reached has answered (or it reached none) and the DHT tier
+        // is done: nothing more is expected soon.
+        if dht_done {
+            while let Ok(answer) = rx.try_recv() {
+                answers.push(answer);
+            }
+            let mut answered: Vec<&str> = answers.iter().map(|(n, _)| n.as_str()).collect();
+            answered.sort_unstable();
+            answered.dedup();
+            if answered.len() >= reached {
+                break;
+            }
         }
     }
     shared.fanout.waiting.lock().remove(&ask_id);
