@@ -21,12 +21,13 @@
 //! 0.9 for claimed. Ties go to the record id. Records linked as one agent are shown once, the
 //! best first, with the others under `alsoAs`.
 //!
-//! BM25 is the `bm25` crate's embedder and scorer (English stemming, stop words, Unicode
-//! folding; `k1` 1.2, `b` 0.75, average length [`AVGDL`]: the crate bakes the average length
-//! into each document's weights, so it is a constant here rather than refitted as records
-//! come and go). The vectors are an exact scan (`agora_vindex`, SIMD): a directory holds at
-//! most [`Config::max_records`] records, the scan of 100,000 takes a few milliseconds and an
-//! HNSW graph would stall an update for seconds each time it is rebuilt.
+//! BM25 is [`crate::keywords`]: the `bm25` crate's tokenizer and term weights (English
+//! stemming, stop words, Unicode folding; `k1` 1.2, `b` 0.75, average length [`AVGDL`]: the
+//! crate bakes the average length into each document's weights, so it is a constant here rather
+//! than refitted as records come and go) over postings kept here. The vectors are
+//! `agora_vindex`'s: an exact SIMD scan below 20,000, an HNSW graph above, grown by staged
+//! inserts ([`Directory::index_staged`]) and, after a bulk load or when removals pile up, built
+//! apart by the owner ([`Directory::graph_build`]), so an update never stalls on a graph.
 //!
 //! ## Linking
 //! Records of different sources are the same agent when they share an identity string
@@ -36,18 +37,21 @@
 
 use std::collections::HashMap;
 
-use agora_vindex::{IndexConfig, VectorIndex};
-use bm25::{DefaultTokenizer, Embedder, EmbedderBuilder, Scorer};
+use agora_vindex::{BuiltGraph, GraphBuild, IndexConfig, VectorIndex};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
+use crate::keywords::Postings;
 use crate::query::{Filter, Query};
 use crate::record::{Record, TrustLevel};
 
 /// The average document length BM25 assumes, in tokens after stop words (a record's name,
 /// description and capabilities: 25 on the labelled set, `tests/vectors/directory/`).
 pub const AVGDL: f32 = 25.0;
+
+/// More new vectors than this in one apply are loaded at once, their graph built apart.
+pub const BULK: usize = 1024;
 
 /// How the two rankers' scores are combined.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -233,9 +237,14 @@ pub struct Directory {
     slots: Vec<Option<Entry>>,
     free: Vec<u32>,
     by_id: HashMap<String, u32>,
-    embedder: Embedder<u32, DefaultTokenizer>,
-    scorer: Scorer<u32, u32>,
+    keywords: Postings,
     vectors: Option<VectorIndex>,
+    /// Vectors of the apply in progress, stored at its end (staged, or loaded in bulk).
+    incoming: Vec<(u64, Vec<f32>)>,
+    /// A graph build the owner is to run apart, and the generation of the latest one started
+    /// (a finished build of an older generation is dropped).
+    build: Option<GraphBuild>,
+    generation: u64,
     identities: HashMap<String, Vec<u32>>,
 }
 
@@ -271,9 +280,11 @@ impl Directory {
             slots: Vec::new(),
             free: Vec::new(),
             by_id: HashMap::new(),
-            embedder: EmbedderBuilder::<u32, DefaultTokenizer>::with_avgdl(AVGDL).build(),
-            scorer: Scorer::new(),
+            keywords: Postings::new(),
             vectors: None,
+            incoming: Vec::new(),
+            build: None,
+            generation: 0,
             identities: HashMap::new(),
         }
     }
@@ -332,6 +343,7 @@ impl Directory {
                 Upsert::Refused => applied.refused += 1,
             }
         }
+        self.flush_vectors();
         listed.sort_unstable();
         for (slot, entry) in self.slots.iter_mut().enumerate() {
             let Some(e) = entry else { continue };
@@ -370,7 +382,7 @@ impl Directory {
             self.unlink(slot, &old_identities);
             self.link(slot, &new_identities);
             if text_changed {
-                self.scorer.upsert(&slot, self.embedder.embed(&text));
+                self.keywords.upsert(slot, &text);
             }
             self.set_vector(slot, item.vector, text_changed);
             return Upsert::Updated(slot);
@@ -388,7 +400,7 @@ impl Directory {
                 Err(_) => return Upsert::Refused,
             },
         };
-        self.scorer.upsert(&slot, self.embedder.embed(&text));
+        self.keywords.upsert(slot, &text);
         self.by_id.insert(item.record.id.clone(), slot);
         let identities = item.record.identities.clone();
         self.slots[slot as usize] = Some(Entry {
@@ -406,34 +418,100 @@ impl Directory {
         Upsert::Added(slot)
     }
 
-    /// Stores `vector` for `slot`; without one, drops the old vector when the text changed.
+    /// Stores `vector` for `slot` (at the end of the apply); without one, drops the old vector
+    /// when the text changed.
     fn set_vector(&mut self, slot: u32, vector: Option<Vec<f32>>, text_changed: bool) {
         let key = u64::from(slot);
-        let stored = match vector {
+        match vector {
             Some(v) => {
-                let index = self.vectors.get_or_insert_with(|| {
-                    VectorIndex::new(
-                        v.len(),
-                        IndexConfig {
-                            exact_below: usize::MAX,
-                            max_vectors: self.config.max_records.max(1),
-                            ..IndexConfig::default()
-                        },
-                    )
-                });
-                index.insert(key, &v).is_ok()
+                self.incoming.push((key, v));
+                return;
             }
             None if text_changed => {
                 if let Some(index) = &mut self.vectors {
                     index.remove(key);
                 }
-                false
             }
             None => return,
-        };
-        if let Some(Some(e)) = self.slots.get_mut(slot as usize) {
-            e.has_vector = stored;
         }
+        if let Some(Some(e)) = self.slots.get_mut(slot as usize) {
+            e.has_vector = false;
+        }
+    }
+
+    /// Stores the apply's vectors: staged one by one (searchable at once, put into the graph
+    /// by [`Directory::index_staged`]), or, beyond [`BULK`], loaded at once with the graph
+    /// left to [`Directory::graph_build`] (searches scan exactly meanwhile).
+    fn flush_vectors(&mut self) {
+        let incoming = std::mem::take(&mut self.incoming);
+        let Some(dim) = incoming.first().map(|(_, v)| v.len()) else {
+            return;
+        };
+        let max_vectors = self.config.max_records.max(1);
+        let index = self.vectors.get_or_insert_with(|| {
+            VectorIndex::new(
+                dim,
+                IndexConfig {
+                    max_vectors,
+                    eager_graph: true,
+                    background_rebuild: true,
+                    ..IndexConfig::default()
+                },
+            )
+        });
+        let mut stored: Vec<u64> = Vec::with_capacity(incoming.len());
+        if incoming.len() > BULK {
+            let items = incoming.iter().map(|(k, v)| (*k, v.as_slice()));
+            if let Ok(build) = index.extend_deferred(items) {
+                self.generation += 1;
+                self.build = build;
+                stored.extend(incoming.iter().map(|(k, _)| *k));
+            }
+        } else {
+            for (key, v) in &incoming {
+                if index.stage(*key, v).is_ok() {
+                    stored.push(*key);
+                }
+            }
+        }
+        for key in stored {
+            if let Some(Some(e)) = usize::try_from(key).ok().and_then(|s| self.slots.get_mut(s)) {
+                e.has_vector = true;
+            }
+        }
+    }
+
+    /// A graph build due (after a bulk load, or when removed vectors passed the rebuild
+    /// fraction), with its generation: run it apart ([`GraphBuild::run`], no lock held) and
+    /// hand the result to [`Directory::finish_graph`]. Searches scan exactly or use the old
+    /// graph meanwhile.
+    pub fn graph_build(&mut self) -> Option<(u64, GraphBuild)> {
+        if let Some(build) = self.build.take() {
+            return Some((self.generation, build));
+        }
+        let index = self.vectors.as_mut()?;
+        if !index.needs_rebuild() {
+            return None;
+        }
+        let build = index.begin_rebuild()?;
+        self.generation += 1;
+        Some((self.generation, build))
+    }
+
+    /// Installs a graph built from [`Directory::graph_build`]; an older generation's is
+    /// dropped.
+    pub fn finish_graph(&mut self, generation: u64, built: BuiltGraph) {
+        if generation == self.generation
+            && let Some(index) = &mut self.vectors
+        {
+            index.finish_rebuild(built);
+        }
+    }
+
+    /// Puts up to `max` staged vectors into the graph (a few milliseconds each at 100,000);
+    /// returns how many.
+    pub fn index_staged(&mut self, max: usize) -> usize {
+        self.vectors.as_mut().map_or(0, |i| i.index_staged(max))
     }
 
     fn link(&mut self, slot: u32, identities: &[String]) {
@@ -478,7 +556,7 @@ impl Directory {
             return;
         };
         self.by_id.remove(&e.record.id);
-        self.scorer.remove(&slot);
+        self.keywords.remove(slot);
         if let Some(index) = &mut self.vectors {
             index.remove(u64::from(slot));
         }
@@ -532,7 +610,6 @@ impl Directory {
         let mut candidates: HashMap<u32, Scores> = HashMap::new();
         let use_keywords = !matches!(fusion, Fusion::Meaning);
         let use_meaning = !matches!(fusion, Fusion::Keyword);
-        let query_embedding = self.embedder.embed(&query.text);
         if query.text.is_empty() {
             // No words: everything the filters keep is a candidate, with relevance 1.
             for (slot, e) in self.slots.iter().enumerate() {
@@ -543,14 +620,29 @@ impl Directory {
                 }
             }
         } else {
+            let scores = if use_keywords {
+                let terms = self.keywords.terms(&query.text);
+                self.keywords.scores(&terms, self.slots.len())
+            } else {
+                self.keywords.scores(&self.keywords.terms(""), 0)
+            };
             if use_keywords {
-                for m in self.scorer.matches(&query_embedding) {
-                    if candidates.len() >= wanted {
-                        break;
-                    }
-                    if self.keeps(m.id, filter, now_ms) {
-                        candidates.insert(m.id, (f64::from(m.score), None));
-                    }
+                // The best `wanted` the filters keep (ties to the lower slot).
+                let mut kept: Vec<u32> = scores
+                    .touched
+                    .iter()
+                    .copied()
+                    .filter(|&s| self.keeps(s, filter, now_ms))
+                    .collect();
+                let by_score = |a: &u32, b: &u32| {
+                    scores.of(*b).total_cmp(&scores.of(*a)).then(a.cmp(b))
+                };
+                if kept.len() > wanted {
+                    kept.select_nth_unstable_by(wanted, by_score);
+                    kept.truncate(wanted);
+                }
+                for slot in kept {
+                    candidates.insert(slot, (f64::from(scores.of(slot)), None));
                 }
             }
             if use_meaning && let (Some(qv), Some(index)) = (query_vector, &self.vectors) {
@@ -561,13 +653,7 @@ impl Directory {
                     let Ok(slot) = u32::try_from(key) else {
                         continue;
                     };
-                    let bm25 = if use_keywords {
-                        self.scorer
-                            .score(&slot, &query_embedding)
-                            .map_or(0.0, f64::from)
-                    } else {
-                        0.0
-                    };
+                    let bm25 = f64::from(scores.of(slot));
                     candidates.entry(slot).or_insert((bm25, None)).1 = Some(f64::from(sim));
                 }
                 // Keyword candidates the vector ranking did not reach get their similarity.

@@ -26,6 +26,7 @@ pub mod ask;
 pub mod catalog;
 pub mod eval;
 pub mod index;
+mod keywords;
 pub mod merge;
 pub mod query;
 pub mod record;

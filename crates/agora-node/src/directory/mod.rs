@@ -8,7 +8,9 @@
 //! that are new or changed with the node's embedder (MiniLM when installed, else `lexical-v1`)
 //! and applies each list as one feed: what a source stops listing is offline, then gone when
 //! its TTL ends. A source that does not answer within [`ASK_WAIT`] keeps its records as they
-//! were until the next round.
+//! were until the next round. Each round also moves a few staged vectors into the HNSW graph
+//! and, when one is due (a bulk load, removals past the rebuild fraction), builds a graph on
+//! its blocking thread without holding the lock.
 //!
 //! `directory.search` (JSON-RPC, `GET /directory/search`, `agora directory search`, the `/mcp`
 //! face's `directory_search` tool) runs on blocking threads, at most [`SEARCHES`] at once: the
@@ -47,6 +49,8 @@ pub const ASK_WAIT: Duration = Duration::from_secs(2);
 pub const SEARCHES: usize = 8;
 /// Calls waiting for the service.
 const QUEUE: usize = 64;
+/// Staged vectors put into the graph per round (a few milliseconds each at 100,000 records).
+const STAGED_PER_ROUND: usize = 64;
 /// Texts embedded per embedder call.
 const EMBED_BATCH: usize = 32;
 
@@ -208,9 +212,18 @@ async fn refresh(shared: Arc<Shared>) {
                 );
             }
         }
-        let mut index = write(&worker.index);
-        index.expire(now_ms());
-        hosted_words(&index, &worker.wiring.peer_id)
+        let build = {
+            let mut index = write(&worker.index);
+            index.expire(now_ms());
+            index.index_staged(STAGED_PER_ROUND);
+            index.graph_build()
+        };
+        // A graph build runs here, apart from the lock: searches go on meanwhile.
+        if let Some((generation, build)) = build {
+            let built = build.run();
+            write(&worker.index).finish_graph(generation, built);
+        }
+        hosted_words(&read(&worker.index), &worker.wiring.peer_id)
     })
     .await;
     if let Ok(words) = words {
