@@ -4,7 +4,7 @@
 //! how the answer (or the Hyperspace error) becomes a `CallToolResult`.
 //!
 //! - **The list** ([`catalog`]): first the node's own tools ([`OwnTool`]: search the mesh for
-//!   tools, store memory, search memory), then every mesh tool `tool.discover {query: ""}`
+//!   tools, store memory, search memory, search the directory), then every mesh tool `tool.discover {query: ""}`
 //!   returned (local, bridged and discovered), ordered by name, then id. Names are made
 //!   `[A-Za-z0-9_.-]{1,128}` ([`tool_name`]: other characters become `_`); a name already taken
 //!   gets `.<first 6 characters of the tool id>` (and, should that clash too, the whole id).
@@ -16,6 +16,7 @@
 //!   `toolId`, `peerId`, `price` (when priced) and `source` (when bridged).
 //! - **Results** ([`tool_output`]): a string result is the text content; any other JSON is the
 //!   `structuredContent` and, serialized, the text content (for clients that only read text).
+//!   A directory search's text is one line per result instead ([`directory_text`]).
 //! - **Errors** ([`translate_error`], notes §7.4): Hyperspace codes collide with MCP's, so none is
 //!   forwarded. A tool nobody offers any more is −32602 (as an unknown tool name is); −32002
 //!   (payment) becomes `isError` naming the challenge, −32006 `isError` "peer unavailable", and
@@ -42,11 +43,18 @@ pub enum OwnTool {
     MemoryStore,
     /// `agora.memory.search` → `memory.search`.
     MemorySearch,
+    /// `agora.directory.search` → `directory.search` (`docs/directory.md`).
+    DirectorySearch,
 }
 
 impl OwnTool {
     /// Every own tool, in list order.
-    pub const ALL: [Self; 3] = [Self::Discover, Self::MemoryStore, Self::MemorySearch];
+    pub const ALL: [Self; 4] = [
+        Self::Discover,
+        Self::MemoryStore,
+        Self::MemorySearch,
+        Self::DirectorySearch,
+    ];
 
     /// Its MCP name.
     #[must_use]
@@ -55,6 +63,7 @@ impl OwnTool {
             Self::Discover => "agora.tools.search",
             Self::MemoryStore => "agora.memory.store",
             Self::MemorySearch => "agora.memory.search",
+            Self::DirectorySearch => "agora.directory.search",
         }
     }
 
@@ -65,6 +74,7 @@ impl OwnTool {
             Self::Discover => tool::DISCOVER,
             Self::MemoryStore => memory::STORE,
             Self::MemorySearch => memory::SEARCH,
+            Self::DirectorySearch => DIRECTORY_SEARCH,
         }
     }
 
@@ -81,6 +91,15 @@ impl OwnTool {
             Self::MemorySearch => {
                 "Search the mesh's semantic memory for texts close in meaning to a query. Answers \
                  {memories: [{id, content, similarity, metadata, …}], searchTime, embedder}."
+            }
+            Self::DirectorySearch => {
+                "Search the directory of every agent and tool this node knows, from every face (AGH \
+                 agents, the Agent Name Service, Hyperspace tools, bridged MCP and A2A), by words \
+                 and by meaning, the live first. Each result says its source, its trust \
+                 (claimed, signed, verified), whether it is online now, how to call it and why it \
+                 ranks where it does. Answers {results: [{id, kind, source, name, description, \
+                 capabilities, provenance, trust, call, online, lastSeenMs, score, explain, …}], \
+                 count, embedder, answeredBy, tookMs}."
             }
         }
     }
@@ -119,9 +138,51 @@ impl OwnTool {
                 },
                 "required": ["query"]
             }),
+            Self::DirectorySearch => json!({
+                "type": "object",
+                "properties": {
+                    "query": {"type": "string", "maxLength": 1024,
+                              "description": "what is wanted, in words; \"\" with a filter lists what the filter keeps"},
+                    "filters": {
+                        "type": "object",
+                        "description": "all given must hold",
+                        "properties": {
+                            "source": {
+                                "description": "one source or a list",
+                                "anyOf": [
+                                    {"type": "string", "enum": SOURCES},
+                                    {"type": "array", "items": {"type": "string", "enum": SOURCES}}
+                                ]
+                            },
+                            "trust": {"type": "string", "enum": ["claimed", "signed", "verified"],
+                                      "description": "the lowest trust level accepted"},
+                            "capability": {"type": "string",
+                                           "description": "a capability or tag the record lists (case ignored)"},
+                            "kind": {"type": "string", "enum": ["agent", "tool"]},
+                            "online": {"type": "boolean", "description": "only what is reachable now"},
+                            "maxPrice": {"type": ["string", "number"],
+                                         "description": "highest price per call in USDC; unpriced records pass"},
+                            "maxPriceAtomic": {"type": "integer", "minimum": 0,
+                                               "description": "highest price per call in atomic USDC units, instead of maxPrice"},
+                            "maxLatencyMs": {"type": "integer", "minimum": 0,
+                                             "description": "highest measured latency; unmeasured records pass"}
+                        }
+                    },
+                    "limit": {"type": "integer", "minimum": 1, "maximum": 100,
+                              "description": "most results (default 10)"}
+                },
+                "required": ["query"]
+            }),
         }
     }
 }
+
+/// `directory.search` (`agora_directory::rpc::SEARCH`; this crate does not depend on the
+/// directory's).
+const DIRECTORY_SEARCH: &str = "directory.search";
+
+/// The directory's sources, as its `source` filter takes them.
+const SOURCES: [&str; 5] = ["agh", "ans", "hyperspace", "mcp", "a2a"];
 
 /// What a listed tool calls.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -343,6 +404,14 @@ pub struct ToolOutput {
 /// `isError: true` is a failure.
 #[must_use]
 pub fn tool_output(target: &Target, answer: Value) -> ToolOutput {
+    if *target == Target::Own(OwnTool::DirectorySearch) {
+        return ToolOutput {
+            text: directory_text(&answer),
+            structured: Some(answer),
+            is_error: false,
+            blocks: None,
+        };
+    }
     let mut value = match target {
         Target::Own(_) => answer,
         Target::Mesh { .. } => match answer {
@@ -383,6 +452,53 @@ pub fn tool_output(target: &Target, answer: Value) -> ToolOutput {
             blocks,
         },
     }
+}
+
+/// The text of a `directory.search` result: one line per result, best first — score, source,
+/// trust, online or offline, name and how to call it (`face method target at address`); `no
+/// results` when there is none.
+#[must_use]
+pub fn directory_text(result: &Value) -> String {
+    let hits = result
+        .get("results")
+        .and_then(Value::as_array)
+        .map_or(&[][..], Vec::as_slice);
+    if hits.is_empty() {
+        return "no results".to_owned();
+    }
+    let text = |v: &Value, key: &str| v.get(key).and_then(Value::as_str).unwrap_or("?").to_owned();
+    let lines: Vec<String> = hits
+        .iter()
+        .map(|hit| {
+            let call = hit.get("call").unwrap_or(&Value::Null);
+            let mut how: Vec<&str> = ["face", "method", "target"]
+                .iter()
+                .filter_map(|k| call.get(*k).and_then(Value::as_str))
+                .collect();
+            if let Some(address) = call.get("address").and_then(Value::as_str) {
+                how.extend(["at", address]);
+            }
+            format!(
+                "{:.3} {} {} {} {} — call: {}",
+                hit.get("score").and_then(Value::as_f64).unwrap_or(0.0),
+                text(hit, "source"),
+                hit.get("trust")
+                    .map_or_else(|| "?".to_owned(), |t| text(t, "level")),
+                if hit.get("online") == Some(&Value::Bool(true)) {
+                    "online"
+                } else {
+                    "offline"
+                },
+                text(hit, "name"),
+                if how.is_empty() {
+                    "?".to_owned()
+                } else {
+                    how.join(" ")
+                },
+            )
+        })
+        .collect();
+    lines.join("\n")
 }
 
 /// A Hyperspace error of a call, as this server answers it (one variant per MCP answer).
@@ -458,23 +574,24 @@ mod tests {
         ];
         let names: Vec<String> = catalog(&records).into_iter().map(|t| t.name).collect();
         assert_eq!(
-            names[..3],
+            names[..4],
             [
                 "agora.tools.search",
                 "agora.memory.store",
-                "agora.memory.search"
+                "agora.memory.search",
+                "agora.directory.search"
             ]
         );
-        assert_eq!(names[3], "_".repeat(MAX_NAME), "cut to 128, sorted by name");
+        assert_eq!(names[4], "_".repeat(MAX_NAME), "cut to 128, sorted by name");
         assert_eq!(
-            names[4..],
+            names[5..],
             [
                 "agora.memory.store.tool-c",
                 "web_search",
                 "web_search.tool-b"
             ]
         );
-        assert_eq!(names.len(), 7, "the repeated id is listed once");
+        assert_eq!(names.len(), 8, "the repeated id is listed once");
         for n in &names {
             assert!((1..=MAX_NAME).contains(&n.len()), "{n}");
             assert!(
@@ -524,7 +641,7 @@ mod tests {
             verified: None,
         });
         let listed = catalog(&[r]);
-        let meta = &listed[3].meta;
+        let meta = &listed[OwnTool::ALL.len()].meta;
         assert_eq!(meta["org.agora-mesh/toolId"], "tool-1");
         assert_eq!(meta["org.agora-mesh/peerId"], "12D3KooWpeer");
         assert_eq!(meta["org.agora-mesh/source"]["server"], "everything");
@@ -555,6 +672,37 @@ mod tests {
         assert_eq!(
             tool_output(&own, json!({"tools": []})).structured,
             Some(json!({"tools": []}))
+        );
+    }
+
+    #[test]
+    fn a_directory_search_is_one_line_per_result_beside_its_structured_content() {
+        let own = Target::Own(OwnTool::DirectorySearch);
+        assert_eq!(
+            call_params(&own, json!({"query": "x", "limit": 2}).as_object().cloned()),
+            ("directory.search", json!({"query": "x", "limit": 2}))
+        );
+        let answer = json!({"results": [
+            {"score": 0.91234, "source": "hyperspace", "trust": {"level": "signed"}, "online": true,
+             "name": "minutes-writer", "call": {"face": "rpc", "method": "tool.invoke", "target": "tool-1"}},
+            {"score": 0.4, "source": "agh", "trust": {"level": "claimed"}, "online": false,
+             "name": "scribe-7", "call": {"face": "agh", "method": "direct", "target": "scribe-7",
+                                          "address": "channel:general"}}
+        ], "count": 2});
+        let out = tool_output(&own, answer.clone());
+        assert_eq!(
+            out.text,
+            "0.912 hyperspace signed online minutes-writer — call: rpc tool.invoke tool-1\n\
+             0.400 agh claimed offline scribe-7 — call: agh direct scribe-7 at channel:general"
+        );
+        assert_eq!((out.structured, out.is_error), (Some(answer), false));
+        assert_eq!(
+            directory_text(&json!({"results": [], "count": 0})),
+            "no results"
+        );
+        assert_eq!(
+            directory_text(&json!({"results": [{}]})),
+            "0.000 ? ? offline ? — call: ?"
         );
     }
 

@@ -13,9 +13,10 @@
 //! its blocking thread without holding the lock.
 //!
 //! `directory.search` (JSON-RPC, `GET /directory/search`, `agora directory search`, the `/mcp`
-//! face's `directory_search` tool) runs on blocking threads, at most [`SEARCHES`] at once: the
-//! query's embedding, then the hybrid BM25 + embedding ranking under a read lock. The task
-//! also writes the AI Catalog document (`/.well-known/ai-catalog.json`).
+//! face's `agora.directory.search` tool, the dashboard's search box) runs on blocking threads,
+//! at most [`SEARCHES`] at once: the query's embedding, then the hybrid BM25 + embedding
+//! ranking under a read lock. The task also writes the AI Catalog document
+//! (`/.well-known/ai-catalog.json`).
 //!
 //! Bounded: the calls queue holds 64 (beyond, the call router waits); the index holds at
 //! most `agora_directory::Config::max_records` records (new ones beyond are refused and counted

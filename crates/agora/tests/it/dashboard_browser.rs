@@ -4,8 +4,10 @@
 //! B, an agent registered in A's Agent Name Service over AGTP. A's page must show what A holds
 //! (its PeerId, its connected peers, the channel's present agents as A's HTTP API lists them, the
 //! local and the remote tool, the ANS agent), then show an agent joining the channel on C
-//! without a reload. A screenshot is saved under the target directory
-//! (`target/tmp/dashboard.png`; `dashboard-failed.png` when the page does not show the mesh).
+//! without a reload, and its directory search box find A's tool with its source, trust, online
+//! state and explanation. Screenshots are saved under the target directory
+//! (`target/tmp/dashboard.png`, `dashboard-directory.png` with the search's results;
+//! `dashboard-failed.png` when the page does not show the mesh).
 //!
 //! Needs Debian's `chromium` and `chromium-driver`; without them the test prints one `skipped:`
 //! line, unless `AGORA_REQUIRE_EXTERNAL=1` (CI), which makes that a failure.
@@ -223,6 +225,111 @@ async fn activate_ans_agent(node: &Node, gov: &agora_agtp::signature::AnsSigning
     );
 }
 
+/// The attribute `attr` of the first element matching `css`, if any.
+async fn attr(page: &Client, css: &str, attr: &str) -> Option<String> {
+    page.find(Locator::Css(css))
+        .await
+        .ok()?
+        .attr(attr)
+        .await
+        .ok()?
+}
+
+/// The directory panel: a query typed into the search box lists `tool` (registered on `node`)
+/// with its source, trust, online state, how to call it and a non-empty explanation; an empty
+/// query shows the hint and no result; a query the node refuses shows its message.
+async fn search_the_directory(page: &Client, node: &Node, tool: &str) {
+    let hint = text(page, "#dir-status").await;
+    assert!(hint.starts_with("Type what you need"), "the hint: {hint}");
+    let input = page.find(Locator::Css("#dir-query")).await.unwrap();
+    input
+        .send_keys("a tool that echoes its input")
+        .await
+        .unwrap();
+    let record = format!("hyperspace:{}:{tool}", node.peer_id);
+    let item = format!("#dir-results [data-result=\"{record}\"]");
+    let shown = eventually(WAIT, async || {
+        let source = attr(page, &item, "data-source").await?;
+        let trust = attr(page, &item, "data-trust").await?;
+        let online = attr(page, &item, "data-online").await?;
+        let call = text(page, &format!("{item} [data-field=call]")).await;
+        let explain = text(page, &format!("{item} [data-field=explain]")).await;
+        let tags = (
+            text(page, &format!("{item} [data-field=source]")).await,
+            text(page, &format!("{item} [data-field=trust]")).await,
+            text(page, &format!("{item} [data-field=online]")).await,
+        );
+        (source == "hyperspace"
+            && trust == "signed"
+            && online == "true"
+            && tags == ("hyperspace".into(), "signed".into(), "online".into())
+            && call == format!("rpc tool.invoke {tool}")
+            && explain.contains("relevance"))
+        .then_some(())
+    })
+    .await;
+    if shown.is_none() {
+        give_up(
+            page,
+            "the directory panel lists the tool registered on A with its source, trust, online \
+             state, call and explanation",
+        )
+        .await;
+    }
+    screenshot(page, "dashboard-directory.png").await;
+    // Online only: the live tool stays.
+    page.find(Locator::Css("#dir-online"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    let kept = eventually(WAIT, async || {
+        let status = text(page, "#dir-status").await;
+        (status.contains("result") && attr(page, &item, "data-online").await? == "true")
+            .then_some(())
+    })
+    .await;
+    assert!(kept.is_some(), "online only keeps the live tool");
+    // Cleared: no result, the hint again.
+    input.clear().await.unwrap();
+    input.send_keys(" ").await.unwrap();
+    let cleared = eventually(WAIT, async || {
+        let results = page
+            .find_all(Locator::Css("#dir-results li"))
+            .await
+            .unwrap_or_default();
+        (results.is_empty()
+            && text(page, "#dir-status")
+                .await
+                .starts_with("Type what you need"))
+        .then_some(())
+    })
+    .await;
+    assert!(
+        cleared.is_some(),
+        "an empty query shows the hint and nothing else"
+    );
+    // Refused (a query over 1024 bytes): the node's message, in the page.
+    page.execute(
+        "const q = document.getElementById('dir-query'); q.removeAttribute('maxlength'); \
+         q.value = 'x'.repeat(1100); q.dispatchEvent(new Event('input')); return true;",
+        vec![],
+    )
+    .await
+    .unwrap();
+    let refused = eventually(WAIT, async || {
+        let status = text(page, "#dir-status").await;
+        let class = attr(page, "#dir-status", "class").await?;
+        (status.contains("1024") && class.contains("bad")).then_some(status)
+    })
+    .await;
+    assert!(
+        refused.is_some(),
+        "a refused query shows the node's message"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn the_dashboard_shows_the_live_mesh_in_chromium() {
     let (Some(chromium), Some(chromedriver)) = (
@@ -325,6 +432,8 @@ async fn the_dashboard_shows_the_live_mesh_in_chromium() {
     assert_eq!(same, json!(true), "the page was not reloaded");
     let after = applied(&page).await;
     assert!(after > before, "snapshots kept coming ({before} → {after})");
+
+    search_the_directory(&page, &a, &local_tool).await;
 
     screenshot(&page, "dashboard.png").await;
     page.close().await.unwrap();

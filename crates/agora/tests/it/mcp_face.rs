@@ -196,6 +196,82 @@ fn status(method: &str, url: &str, headers: &[(&str, &str)], body: &str) -> u16 
         .as_u16()
 }
 
+/// The node's own `agora.directory.search` on `/mcp`, through rmcp's Streamable HTTP client (no
+/// external program): listed; a Hyperspace tool registered on the node is found with its
+/// source, trust, online state and how to call it, as structured content and as one text line;
+/// a bad `limit` is a tool error naming the field.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_directory_is_searched_through_the_mcp_face() {
+    use rmcp::ServiceExt as _;
+    use rmcp::model::CallToolRequestParams;
+    use rmcp::transport::StreamableHttpClientTransport;
+
+    const TOOL: &str = "agora.directory.search";
+    let dir = tempfile::tempdir().unwrap();
+    let node = spawn_node(&dir.path().join("n"), &[], 30, &[]);
+    let mut provider = rpc_connect(&node.rpc).await;
+    let id = register_tool(
+        &mut provider,
+        json!({"name": "invoice-reader", "description": "Reads supplier invoices and extracts totals",
+               "schema": {"input": {"type": "object"}}, "capabilities": ["invoices", "ocr"]}),
+    )
+    .await;
+    let transport = StreamableHttpClientTransport::from_uri(format!("{}/mcp", node.http));
+    let client = ().serve(transport).await.expect("an MCP session");
+    let tools = client.list_all_tools().await.unwrap();
+    let listed = tools.iter().find(|t| t.name == TOOL).expect("listed");
+    assert_eq!(listed.input_schema["required"], json!(["query"]));
+    assert!(listed.input_schema["properties"]["filters"]["properties"]["online"].is_object());
+
+    let call = async |arguments: Value| -> Value {
+        let params =
+            CallToolRequestParams::new(TOOL).with_arguments(arguments.as_object().unwrap().clone());
+        serde_json::to_value(client.call_tool(params).await.unwrap()).unwrap()
+    };
+    let found = eventually(Duration::from_secs(15), async || {
+        let r = call(json!({"query": "extract totals from invoices",
+                            "filters": {"source": "hyperspace", "online": true}, "limit": 5}))
+        .await;
+        let hits = r["structuredContent"]["results"].as_array()?;
+        hits.iter()
+            .any(|h| h["call"]["target"] == id.as_str())
+            .then_some(r)
+    })
+    .await
+    .expect("the registered tool is found through /mcp");
+    assert_ne!(found["isError"], true, "{found}");
+    let hit = &found["structuredContent"]["results"][0];
+    assert_eq!(hit["call"]["target"], id.as_str(), "{found}");
+    assert_eq!(
+        (&hit["source"], &hit["trust"]["level"], &hit["online"]),
+        (&json!("hyperspace"), &json!("signed"), &json!(true))
+    );
+    assert!(!hit["explain"]["text"].as_str().unwrap().is_empty());
+    let text = found["content"][0]["text"].as_str().unwrap();
+    let line = text.lines().next().unwrap();
+    assert!(
+        line.contains("hyperspace signed online invoice-reader")
+            && line.ends_with(&format!("call: rpc tool.invoke {id}")),
+        "{text}"
+    );
+
+    // Bad arguments: a tool error naming the field.
+    for (arguments, field) in [
+        (json!({"query": "invoices", "limit": 0}), "limit"),
+        (
+            json!({"query": "invoices", "filters": {"trust": "sworn"}}),
+            "filters.trust",
+        ),
+    ] {
+        let bad = call(arguments).await;
+        assert_eq!(bad["isError"], true, "{bad}");
+        let text = bad["content"][0]["text"].as_str().unwrap();
+        assert!(text.contains(field), "{field}: {text}");
+    }
+    let _ = client.cancel().await;
+    drop(provider);
+}
+
 const INIT: &str = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}"#;
 
 /// Python (modern), TypeScript (legacy) and `agora mcp` (stdio, driven by Python) list and call
@@ -219,11 +295,12 @@ async fn mcp_clients_of_both_eras_list_and_call_a_tool_of_another_node() {
     let tools = py.list().await;
     let names: Vec<&str> = tools.iter().filter_map(|t| t["name"].as_str()).collect();
     assert_eq!(
-        names[..3],
+        names[..4],
         [
             "agora.tools.search",
             "agora.memory.store",
-            "agora.memory.search"
+            "agora.memory.search",
+            "agora.directory.search"
         ]
     );
     let echo = named(&tools, "echo-text").expect("B's tool is listed");

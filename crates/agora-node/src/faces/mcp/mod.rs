@@ -21,8 +21,9 @@
 //!   (`tools.listChanged: true` is advertised). A `tools/call` of a name not in the list fetches
 //!   it first.
 //! - **Calls**: `tools/call` → `tool.invoke` (or `tool.discover`, `memory.store`,
-//!   `memory.search` for the node's own tools) as the holder of the API key, since the serving
-//!   layer checked it; a client's cancellation drops the call.
+//!   `memory.search`, `directory.search` for the node's own tools, which are always listed and
+//!   called without fetching the list) as the holder of the API key, since the serving layer
+//!   checked it; a client's cancellation drops the call.
 //!
 //! Bounds: at most [`MAX_SESSIONS`] sessions (and stateless requests in flight) at once (beyond
 //! that a new one is refused with 500 and a log line); rmcp ends a legacy session idle for 5
@@ -32,7 +33,7 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
 
-use agora_bridge::mcp_server::{self, CallError, ListedTool, Target};
+use agora_bridge::mcp_server::{self, CallError, ListedTool, OwnTool, Target};
 use agora_hyperspace::jsonrpc::{Request, RpcError};
 use agora_hyperspace::tool;
 use agora_hyperspace::tool_record::ToolRecord;
@@ -347,7 +348,14 @@ impl ServerHandler for Handler {
                 .find(|t| t.name == request.name)
                 .map(|t| t.target.clone())
         };
-        let mut target = find(&shared.tools().await);
+        let own = OwnTool::ALL
+            .into_iter()
+            .find(|o| o.name() == request.name)
+            .map(Target::Own);
+        let mut target = match own {
+            Some(own) => Some(own),
+            None => find(&shared.tools().await),
+        };
         if target.is_none() {
             // A tool that appeared since the list was fetched.
             shared.catalog.lock().map(|mut c| c.fetched = None).ok();
@@ -431,7 +439,7 @@ pub fn server_config() -> ServerConfig {
     .with_server_info(Implementation::new("agora", env!("CARGO_PKG_VERSION")))
     .with_instructions(
         "The tools of an Agora mesh: this node's own (agora.tools.search, agora.memory.store, \
-         agora.memory.search) and every tool it can invoke in the mesh.",
+         agora.memory.search, agora.directory.search) and every tool it can invoke in the mesh.",
     )
 }
 
@@ -482,5 +490,64 @@ fn content_blocks(text: String, blocks: Option<Vec<Value>>) -> Vec<ContentBlock>
             })
             .collect(),
         _ => vec![ContentBlock::text(text)],
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use agora_directory::query::OneOrMany;
+    use agora_directory::{Filters, Kind, Source, TrustLevel};
+    use serde::de::DeserializeOwned;
+
+    use super::*;
+
+    fn all_parse<T: DeserializeOwned>(values: &Value) -> bool {
+        values.as_array().is_some_and(|vs| {
+            !vs.is_empty()
+                && vs
+                    .iter()
+                    .all(|v| serde_json::from_value::<T>(v.clone()).is_ok())
+        })
+    }
+
+    /// The bridge crate declares `agora.directory.search` without depending on the directory's
+    /// crate: its method, its filters and the values its schema offers are the directory's.
+    #[test]
+    fn the_directory_tool_matches_directory_search() {
+        assert_eq!(
+            OwnTool::DirectorySearch.method(),
+            agora_directory::rpc::SEARCH
+        );
+        let listed = mcp_server::catalog(&[]);
+        let tool = listed
+            .iter()
+            .find(|t| t.target == Target::Own(OwnTool::DirectorySearch))
+            .expect("listed");
+        let filters = &tool.input_schema["properties"]["filters"]["properties"];
+        assert!(all_parse::<Source>(&filters["source"]["anyOf"][0]["enum"]));
+        assert!(all_parse::<TrustLevel>(&filters["trust"]["enum"]));
+        assert!(all_parse::<Kind>(&filters["kind"]["enum"]));
+        let every = Filters {
+            source: Some(OneOrMany::One(Source::Agh)),
+            trust: Some(TrustLevel::Claimed),
+            capability: Some(String::new()),
+            kind: Some(Kind::Agent),
+            online: Some(true),
+            max_price: Some(Value::Null),
+            max_price_atomic: Some(0),
+            max_latency_ms: Some(0),
+        };
+        let every = serde_json::to_value(every).expect("filters serialize");
+        let keys = |v: &Value| -> Vec<String> {
+            let mut k: Vec<String> = v
+                .as_object()
+                .into_iter()
+                .flatten()
+                .map(|(k, _)| k.clone())
+                .collect();
+            k.sort_unstable();
+            k
+        };
+        assert_eq!(keys(filters), keys(&every), "every filter, and only those");
     }
 }

@@ -314,6 +314,93 @@ function apply(s) {
   $("live-dot").className = "dot on";
 }
 
+// The directory search box: GET /directory/search as the user types (after a pause), with the
+// API key; each result shows its source, trust, online state, how to call it and why it ranks
+// where it does. Only the answer to the latest query is shown.
+const DIR_HINT = "Type what you need, in your own words: the directory searches every agent and tool this node knows by words and by meaning, the live first.";
+const TRUST = ["claimed", "signed", "verified"];
+let dirAsked = 0;
+let dirTimer = null;
+
+function callText(c) {
+  c = c || {};
+  return [c.face, c.method, c.target].filter(Boolean).join(" ") + (c.address ? " at " + c.address : "");
+}
+
+function renderDirectory(result) {
+  const hits = result.results || [];
+  $("dir-status").textContent = hits.length
+    ? hits.length + " result" + (hits.length === 1 ? "" : "s") + " · embedder " + (result.embedder || "?") + " · " + (result.tookMs || 0) + " ms"
+    : "no result";
+  replace($("dir-results"), hits.map((h) => {
+    const trust = h.trust && h.trust.level || "?";
+    const online = h.online === true;
+    return el("li", { "data-result": h.id, "data-source": h.source, "data-trust": trust,
+      "data-online": String(online), class: online ? "online" : "offline" },
+      el("div", {},
+        el("b", { class: "name" }, h.name),
+        el("span", { class: "tag", "data-field": "source" }, h.source),
+        el("span", { class: "tag" + (TRUST.includes(trust) ? " " + trust : ""), "data-field": "trust", title: h.trust && h.trust.basis || "" }, trust),
+        el("span", { class: "tag " + (online ? "online" : "offline"), "data-field": "online" }, online ? "online" : "offline"),
+        el("span", { class: "tag" }, h.kind),
+        el("span", { class: "muted small" }, " score " + Number(h.score || 0).toFixed(3))),
+      h.description ? el("div", { class: "small" }, h.description) : null,
+      el("div", { class: "small" }, "call: ", el("code", { "data-field": "call" }, callText(h.call))),
+      el("div", { class: "explain", "data-field": "explain" }, h.explain && h.explain.text || ""));
+  }));
+}
+
+async function searchDirectory() {
+  clearTimeout(dirTimer);
+  const q = $("dir-query").value.trim();
+  const asked = ++dirAsked;
+  $("dir-status").className = "muted small";
+  if (!q) {
+    replace($("dir-results"), []);
+    $("dir-status").textContent = DIR_HINT;
+    return;
+  }
+  const params = new URLSearchParams({ q });
+  if ($("dir-online").checked) params.set("online", "true");
+  $("dir-status").textContent = "searching…";
+  let text;
+  try {
+    const res = await fetch("/directory/search?" + params, { headers: headers(), cache: "no-store" });
+    if (asked !== dirAsked) return;
+    if (res.status === 401) {
+      $("key-form").hidden = false;
+      text = "this node requires its API key";
+    } else {
+      const body = await res.json().catch(() => ({}));
+      if (asked !== dirAsked) return;
+      if (res.ok) {
+        renderDirectory(body);
+        return;
+      }
+      text = body.error || "HTTP " + res.status;
+    }
+  } catch (err) {
+    if (asked !== dirAsked) return;
+    text = err.message;
+  }
+  replace($("dir-results"), []);
+  $("dir-status").textContent = text;
+  $("dir-status").className = "bad small";
+}
+
+function scheduleSearch() {
+  clearTimeout(dirTimer);
+  dirTimer = setTimeout(searchDirectory, 300);
+}
+
+$("dir-status").textContent = DIR_HINT;
+$("dir-query").addEventListener("input", scheduleSearch);
+$("dir-online").addEventListener("change", scheduleSearch);
+$("dir-form").addEventListener("submit", (e) => {
+  e.preventDefault();
+  searchDirectory();
+});
+
 // Expiry countdowns tick between snapshots.
 setInterval(() => {
   for (const e of document.querySelectorAll("[data-expires]")) {
@@ -332,6 +419,7 @@ $("key-form").querySelector("form").addEventListener("submit", (e) => {
   sessionStorage.setItem("agora-key", key);
   $("key-form").hidden = true;
   connect();
+  if ($("dir-query").value.trim()) searchDirectory();
 });
 
 // The event stream, read with fetch so that the API key can go in a header (EventSource cannot
