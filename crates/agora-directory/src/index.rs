@@ -46,9 +46,7 @@ use crate::keywords::Postings;
 use crate::query::{Filter, Query};
 use crate::record::{Record, TrustLevel};
 
-/// The average document length BM25 assumes, in tokens after stop words (a record's name,
-/// description and capabilities: 25 on the labelled set, `tests/vectors/directory/`).
-pub const AVGDL: f32 = 25.0;
+pub use crate::keywords::AVGDL;
 
 /// More new vectors than this in one apply are loaded at once, their graph built apart.
 pub const BULK: usize = 1024;
@@ -475,7 +473,10 @@ impl Directory {
             }
         }
         for key in stored {
-            if let Some(Some(e)) = usize::try_from(key).ok().and_then(|s| self.slots.get_mut(s)) {
+            if let Some(Some(e)) = usize::try_from(key)
+                .ok()
+                .and_then(|s| self.slots.get_mut(s))
+            {
                 e.has_vector = true;
             }
         }
@@ -634,9 +635,8 @@ impl Directory {
                     .copied()
                     .filter(|&s| self.keeps(s, filter, now_ms))
                     .collect();
-                let by_score = |a: &u32, b: &u32| {
-                    scores.of(*b).total_cmp(&scores.of(*a)).then(a.cmp(b))
-                };
+                let by_score =
+                    |a: &u32, b: &u32| scores.of(*b).total_cmp(&scores.of(*a)).then(a.cmp(b));
                 if kept.len() > wanted {
                     kept.select_nth_unstable_by(wanted, by_score);
                     kept.truncate(wanted);

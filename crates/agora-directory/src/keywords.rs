@@ -14,7 +14,9 @@ use std::collections::HashMap;
 
 use bm25::{DefaultTokenizer, Embedder, EmbedderBuilder};
 
-use crate::index::AVGDL;
+/// The average document length BM25 assumes, in tokens after stop words (a record's name,
+/// description and capabilities: 25 on the labelled set, `tests/vectors/directory/`).
+pub const AVGDL: f32 = 25.0;
 
 /// The postings of every indexed text.
 pub(crate) struct Postings {
@@ -61,7 +63,10 @@ impl Postings {
                 continue;
             }
             tokens.push(t.index);
-            self.postings.entry(t.index).or_default().push((slot, t.value));
+            self.postings
+                .entry(t.index)
+                .or_default()
+                .push((slot, t.value));
         }
         self.docs.insert(slot, tokens);
     }
