@@ -21,7 +21,7 @@
 //! 0.9 for claimed. Ties go to the record id. Records linked as one agent are shown once, the
 //! best first, with the others under `alsoAs`.
 //!
-//! BM25 is [`crate::keywords`]: the `bm25` crate's tokenizer and term weights (English
+//! BM25 is `keywords.rs`: the `bm25` crate's tokenizer and term weights (English
 //! stemming, stop words, Unicode folding; `k1` 1.2, `b` 0.75, average length [`AVGDL`]: the
 //! crate bakes the average length into each document's weights, so it is a constant here rather
 //! than refitted as records come and go) over postings kept here. The vectors are
