@@ -51,7 +51,7 @@ impl Service {
         self.store
             .put_hs_session(session_id, &json)
             .await
-            .map_err(|e| RpcError::internal_error().with_message(format!("storage: {e}")))
+            .map_err(|e| RpcError::internal_error().with_message(e.to_string()))
     }
 }
 

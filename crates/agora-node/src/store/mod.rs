@@ -169,19 +169,32 @@ const WRITE_QUEUE: usize = 1024;
 /// Most writes folded into one transaction.
 const GROUP_COMMIT: usize = 256;
 
-/// A store operation failed.
+/// A store operation failed. The messages never carry a filesystem path (they can reach a
+/// remote client); the path is in the variant, for the node's own log.
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
     /// redb reported an error.
-    #[error("database {path}: {message}")]
+    #[error("storage error: {message}")]
     Db {
         /// Database file.
         path: PathBuf,
         /// What redb said.
         message: String,
     },
+    /// The disk refused a write (full, or failing): nothing of the write was made, and the
+    /// store reopens its database before the next one.
+    #[error("storage error: {message}; nothing was written")]
+    Io {
+        /// Database file.
+        path: PathBuf,
+        /// What the system said (`No space left on device (os error 28)`).
+        message: String,
+    },
+    /// The database is being reopened after an I/O error.
+    #[error("storage unavailable: the database is being reopened after an I/O error; try again")]
+    Reopening,
     /// The database was written by a newer Agora.
-    #[error("database {path} has schema version {found}; this build knows up to {SCHEMA_VERSION}")]
+    #[error("the database has schema version {found}; this build knows up to {SCHEMA_VERSION}")]
     TooNew {
         /// Database file.
         path: PathBuf,
@@ -229,7 +242,7 @@ struct Job {
 /// Handle to the store; cheap to clone.
 #[derive(Clone)]
 pub struct Store {
-    db: Arc<Database>,
+    db: Arc<Handle>,
     path: Arc<PathBuf>,
     writer: mpsc::Sender<Job>,
     /// Where the writer records each commit's duration, once set ([`Store::observe_commits`]).
@@ -244,6 +257,84 @@ impl std::fmt::Debug for Store {
 
 /// Rows of a table of JSON values, by key.
 type Rows = Vec<(String, String)>;
+
+/// The open database, which the writer closes after an I/O error: redb refuses every later
+/// transaction of a database that hit one ("Previous I/O error occurred. Please close and
+/// re-open the database"). The next access — a write or a read — opens the file again and
+/// checks its integrity; until then (a read that began before the error still holds the old
+/// database) accesses answer [`StoreError::Reopening`]. Reads take the current database for
+/// the length of their transaction.
+#[derive(Debug)]
+struct Handle {
+    path: PathBuf,
+    current: std::sync::RwLock<Option<Arc<Database>>>,
+    /// Held while one thread reopens (the others do not wait for it).
+    reopening: std::sync::Mutex<()>,
+}
+
+impl Handle {
+    fn new(path: PathBuf, db: Database) -> Self {
+        Self {
+            path,
+            current: std::sync::RwLock::new(Some(Arc::new(db))),
+            reopening: std::sync::Mutex::new(()),
+        }
+    }
+
+    fn current(&self) -> Option<Arc<Database>> {
+        self.current
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
+    }
+
+    /// The database, reopened first if an I/O error closed it.
+    fn get(&self) -> Result<Arc<Database>, StoreError> {
+        if let Some(db) = self.current() {
+            return Ok(db);
+        }
+        self.reopen();
+        self.current().ok_or(StoreError::Reopening)
+    }
+
+    /// Drops this handle's database after an I/O error.
+    fn close(&self) {
+        *self
+            .current
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = None;
+    }
+
+    /// Opens the database again and checks its integrity, unless another thread is doing it or
+    /// a read still holds the old one (then a later access tries again).
+    fn reopen(&self) {
+        let Ok(_only_us) = self.reopening.try_lock() else {
+            return;
+        };
+        if self.current().is_some() {
+            return;
+        }
+        match Database::create(&self.path) {
+            Ok(mut db) => {
+                match db.check_integrity() {
+                    Ok(true) => {}
+                    Ok(false) => tracing::warn!("store: the database was repaired on reopening"),
+                    Err(e) => {
+                        tracing::warn!(error = %e, "store: the integrity check failed; not reopened");
+                        return;
+                    }
+                }
+                *self
+                    .current
+                    .write()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(Arc::new(db));
+                tracing::info!("store: the database is open again after an I/O error");
+            }
+            Err(redb::DatabaseError::DatabaseAlreadyOpen) => {}
+            Err(e) => tracing::warn!(error = %e, "store: the database could not be reopened yet"),
+        }
+    }
+}
 
 impl Store {
     /// Opens the store off the async threads ([`Store::open`] on a blocking thread).
@@ -301,7 +392,7 @@ impl Store {
         std::fs::create_dir_all(dir).map_err(|e| err(&e))?;
         let db = Database::create(&path).map_err(|e| err(&e))?;
         migrate(&db, &path)?;
-        let db = Arc::new(db);
+        let db = Arc::new(Handle::new(path.clone(), db));
         let (tx, rx) = mpsc::channel(WRITE_QUEUE);
         let writer_db = Arc::clone(&db);
         let writer_path = path.clone();
@@ -438,7 +529,7 @@ impl Store {
             path: self.path.to_path_buf(),
             message: e.to_string(),
         };
-        let txn = self.db.begin_read().map_err(|e| err(&e))?;
+        let txn = self.db.get()?.begin_read().map_err(|e| err(&e))?;
         let table = txn.open_table(HS_MEMORIES).map_err(|e| err(&e))?;
         Ok(table
             .get(id)
@@ -723,7 +814,7 @@ impl Store {
             path: (*self.path).clone(),
             message: e.to_string(),
         };
-        let txn = self.db.begin_read().map_err(|e| err(&e))?;
+        let txn = self.db.get()?.begin_read().map_err(|e| err(&e))?;
         let table = match txn.open_table(def) {
             Ok(t) => t,
             Err(redb::TableError::TableDoesNotExist(_)) => return Ok(Vec::new()),
@@ -824,7 +915,7 @@ fn migrate(db: &Database, path: &Path) -> Result<(), StoreError> {
 }
 
 fn writer(
-    db: &Database,
+    db: &Handle,
     path: &Path,
     mut rx: mpsc::Receiver<Job>,
     commits: &std::sync::OnceLock<prometheus_client::metrics::histogram::Histogram>,
@@ -837,56 +928,115 @@ fn writer(
                 Err(_) => break,
             }
         }
+        // A database closed by an earlier I/O error is opened again first.
+        let Ok(current) = db.get() else {
+            for job in jobs {
+                let _ = job.done.send(Err(StoreError::Reopening));
+            }
+            continue;
+        };
         let started = std::time::Instant::now();
-        let result = apply(db, &jobs).map_err(|message| StoreError::Db {
-            path: path.to_path_buf(),
-            message,
-        });
+        let result = apply(&current, &jobs);
+        drop(current);
         if let Some(h) = commits.get() {
             h.observe(started.elapsed().as_secs_f64());
         }
+        let failure = result.err();
+        if let Some(f) = &failure {
+            tracing::warn!(path = %path.display(), error = %f.message(), "store: a write failed");
+        }
         for job in jobs {
-            let r = match &result {
-                Ok(()) => Ok(()),
-                Err(e) => Err(StoreError::Db {
+            let r = match &failure {
+                None => Ok(()),
+                Some(Failure::Io(message)) => Err(StoreError::Io {
                     path: path.to_path_buf(),
-                    message: e.to_string(),
+                    message: message.clone(),
+                }),
+                Some(Failure::Other(message)) => Err(StoreError::Db {
+                    path: path.to_path_buf(),
+                    message: message.clone(),
                 }),
             };
             let _ = job.done.send(r);
         }
+        if matches!(failure, Some(Failure::Io(_))) {
+            db.close();
+            db.reopen();
+        }
     }
 }
 
-fn apply(db: &Database, jobs: &[Job]) -> Result<(), String> {
-    let txn = db.begin_write().map_err(|e| e.to_string())?;
+/// Why a write transaction failed: the disk (the database must be reopened), or anything else.
+#[derive(Debug)]
+enum Failure {
+    Io(String),
+    Other(String),
+}
+
+impl Failure {
+    fn of(e: impl Into<redb::Error>) -> Self {
+        match e.into() {
+            e @ (redb::Error::Io(_) | redb::Error::PreviousIo) => Self::Io(e.to_string()),
+            e => Self::Other(e.to_string()),
+        }
+    }
+
+    fn message(&self) -> &str {
+        match self {
+            Self::Io(m) | Self::Other(m) => m,
+        }
+    }
+}
+
+fn apply(db: &Database, jobs: &[Job]) -> Result<(), Failure> {
+    let txn = db.begin_write().map_err(Failure::of)?;
     {
         let mut tables = Table::ALL
             .iter()
             .map(|t| txn.open_table(t.def()))
             .collect::<Result<Vec<_>, _>>()
-            .map_err(|e| e.to_string())?;
+            .map_err(Failure::of)?;
         for write in jobs.iter().flat_map(|j| &j.writes) {
             match write {
                 Write::Put { table, key, value } => {
                     tables[*table as usize]
                         .insert(key.as_str(), value.as_str())
-                        .map_err(|e| e.to_string())?;
+                        .map_err(Failure::of)?;
                 }
                 Write::Delete { table, key } => {
                     tables[*table as usize]
                         .remove(key.as_str())
-                        .map_err(|e| e.to_string())?;
+                        .map_err(Failure::of)?;
                 }
             }
         }
     }
-    txn.commit().map_err(|e| e.to_string())
+    txn.commit().map_err(Failure::of)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn errors_name_no_path() {
+        let path = PathBuf::from("/srv/agora/data/agora.redb");
+        for e in [
+            StoreError::Db {
+                path: path.clone(),
+                message: "boom".into(),
+            },
+            StoreError::Io {
+                path: path.clone(),
+                message: "No space left on device (os error 28)".into(),
+            },
+            StoreError::TooNew { path, found: 99 },
+            StoreError::Reopening,
+        ] {
+            let text = e.to_string();
+            assert!(!text.contains("/srv") && !text.contains("agora.redb"), "{text}");
+        }
+    }
 
     #[tokio::test]
     async fn catalogs_survive_a_reopen() {
@@ -972,7 +1122,7 @@ mod tests {
                 "{\"state\":\"working\"}".into()
             )]
         );
-        let txn = store.db.begin_read().unwrap();
+        let txn = store.db.get().unwrap().begin_read().unwrap();
         let meta = txn.open_table(META).unwrap();
         assert_eq!(
             meta.get("schema_version").unwrap().unwrap().value(),

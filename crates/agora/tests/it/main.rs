@@ -32,6 +32,7 @@ mod crash;
 mod dashboard;
 mod dashboard_browser;
 mod directory;
+mod full_disk;
 mod hostile_faces;
 mod hostile_guard;
 mod hostile_rpc;
