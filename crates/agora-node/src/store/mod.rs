@@ -1034,7 +1034,10 @@ mod tests {
             StoreError::Reopening,
         ] {
             let text = e.to_string();
-            assert!(!text.contains("/srv") && !text.contains("agora.redb"), "{text}");
+            assert!(
+                !text.contains("/srv") && !text.contains("agora.redb"),
+                "{text}"
+            );
         }
     }
 

@@ -64,7 +64,11 @@ async fn a_full_disk_refuses_writes_clearly_keeps_reads_and_recovers_without_a_r
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("data");
     let fs = Tmpfs::mount(&data, "32m");
-    if !support::external("a tmpfs mount (root)", fs.is_some(), "run the tests as root") {
+    if !support::external(
+        "a tmpfs mount (root)",
+        fs.is_some(),
+        "run the tests as root",
+    ) {
         return;
     }
     let mut node = spawn_node(&data, &[], 30, &[]);
@@ -86,11 +90,23 @@ async fn a_full_disk_refuses_writes_clearly_keeps_reads_and_recovers_without_a_r
     assert_eq!(refused["error"]["code"], -32603, "{refused}");
     let text = refused["error"].to_string();
     assert!(text.contains("storage"), "{text}");
-    assert!(!text.contains(data.to_str().unwrap()), "no path reaches the client: {text}");
-    assert!(!text.contains("agora.redb"), "no file name reaches the client: {text}");
+    assert!(
+        !text.contains(data.to_str().unwrap()),
+        "no path reaches the client: {text}"
+    );
+    assert!(
+        !text.contains("agora.redb"),
+        "no file name reaches the client: {text}"
+    );
 
     // Reads go on.
-    let read = rpc_call(&mut ws, 5_000, "state.getSession", json!({"sessionId": before})).await;
+    let read = rpc_call(
+        &mut ws,
+        5_000,
+        "state.getSession",
+        json!({"sessionId": before}),
+    )
+    .await;
     assert_eq!(read["result"]["sessionId"], before.as_str(), "{read}");
 
     // Space comes back: writes resume, on the same node process.
@@ -111,7 +127,13 @@ async fn a_full_disk_refuses_writes_clearly_keeps_reads_and_recovers_without_a_r
     let node = spawn_node(&data, &[], 30, &[]);
     let mut ws = rpc_connect(&node.rpc).await;
     for (i, s) in [&before, &after].into_iter().enumerate() {
-        let r = rpc_call(&mut ws, 9_000 + i as u64, "state.getSession", json!({"sessionId": s})).await;
+        let r = rpc_call(
+            &mut ws,
+            9_000 + i as u64,
+            "state.getSession",
+            json!({"sessionId": s}),
+        )
+        .await;
         assert_eq!(r["result"]["sessionId"], s.as_str(), "{r}");
     }
 }
