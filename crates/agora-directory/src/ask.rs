@@ -17,7 +17,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::index::Hit;
+use crate::hit::Hit;
 use crate::query::{Scope, SearchParams};
 
 /// The gossip topic of asks.

@@ -14,9 +14,14 @@
 //!   and the linking of one agent's records across sources;
 //! - [`ask`]: what nodes say to each other to search each other's directories (the DHT and
 //!   gossip tiers of a mesh search);
+//! - [`hit`]: one search result and its explanation;
 //! - [`merge`]: the answers of several nodes to one search, merged and deduplicated;
 //! - [`catalog`]: the AI Catalog document (`/.well-known/ai-catalog.json`);
 //! - [`eval`]: nDCG and recall for the labelled relevance set.
+//!
+//! Feature `index` (default) builds the index (it needs `agora-vindex` and `bm25`); without it
+//! the crate is the records, the search params and the node-to-node messages (what the fuzz
+//! targets read).
 //!
 //! The node (`agora-node`'s `directory/`) feeds the index from its services, embeds texts on
 //! worker threads and serves the search on every face.
@@ -25,13 +30,18 @@
 pub mod ask;
 pub mod catalog;
 pub mod eval;
+pub mod hit;
+#[cfg(feature = "index")]
 pub mod index;
+#[cfg(feature = "index")]
 mod keywords;
 pub mod merge;
 pub mod query;
 pub mod record;
 pub mod rpc;
 
-pub use index::{Applied, Config, Directory, Explain, FeedItem, Fusion, Hit};
+pub use hit::{Explain, Hit};
+#[cfg(feature = "index")]
+pub use index::{Applied, Config, Directory, FeedItem, Fusion};
 pub use query::{Filters, Query, QueryError, Scope, SearchParams};
 pub use record::{Call, Kind, Provenance, Record, Source, Trust, TrustLevel};

@@ -9,7 +9,7 @@
 
 use std::collections::HashMap;
 
-use crate::index::Hit;
+use crate::hit::Hit;
 
 /// Most hits one node's answer may carry.
 pub const MAX_REMOTE_HITS: usize = 100;
@@ -68,7 +68,7 @@ pub fn merge(local: Vec<Hit>, remote: Vec<(String, Vec<Hit>)>, limit: usize) -> 
     out
 }
 
-#[cfg(test)]
+#[cfg(all(test, feature = "index"))]
 mod tests {
     use super::*;
     use crate::index::{Directory, FeedItem};

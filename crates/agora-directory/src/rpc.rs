@@ -5,7 +5,7 @@ use agora_hyperspace::openrpc::{MethodDoc, params_of, result_of};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use crate::index::Hit;
+use crate::hit::Hit;
 use crate::query::SearchParams;
 
 /// The JSON-RPC method.
