@@ -30,3 +30,25 @@ pub struct Call {
     /// The outcome.
     pub reply: oneshot::Sender<Result<Value, RpcError>>,
 }
+
+/// Where a call's outcome arrives.
+pub type Outcome = oneshot::Receiver<Result<Value, RpcError>>;
+
+impl Call {
+    /// A call a face makes on its client's behalf once the serving layer has checked the API
+    /// key (the HTTP API, `/mcp`, `/a2a`): as the key's holder, on no connection.
+    pub fn as_api_key(method: &str, params: Value) -> (Self, Outcome) {
+        let (reply, outcome) = oneshot::channel();
+        let call = Self {
+            principal: Principal::ApiKey,
+            conn: 0,
+            request: Request {
+                id: None,
+                method: method.to_owned(),
+                params: Some(params),
+            },
+            reply,
+        };
+        (call, outcome)
+    }
+}

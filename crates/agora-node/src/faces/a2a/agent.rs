@@ -10,9 +10,8 @@ use agora_agtp::signature::AnsSigningKey;
 use agora_bridge::a2a::serve::{self, codes};
 use agora_hyperspace::jsonrpc::RpcError;
 use serde_json::{Value, json};
-use tokio::sync::{mpsc, oneshot, watch};
+use tokio::sync::{mpsc, watch};
 
-use crate::call::{Call, Principal};
 use crate::clock::now_ms;
 use crate::hyperspace::uuid;
 use crate::store::Store;
@@ -217,17 +216,7 @@ impl A2aFace {
 
     /// One call to the Hyperspace service, as the API key.
     async fn call(&self, method: &str, params: Value) -> Result<Value, RpcError> {
-        let (reply, answer) = oneshot::channel();
-        let call = Call {
-            principal: Principal::ApiKey,
-            conn: 0,
-            request: agora_hyperspace::jsonrpc::Request {
-                id: None,
-                method: method.into(),
-                params: Some(params),
-            },
-            reply,
-        };
+        let (call, answer) = crate::call::Call::as_api_key(method, params);
         let gone = || RpcError::internal_error().with_message("the node is shutting down");
         self.0
             .hyperspace

@@ -112,17 +112,7 @@ async fn search(
                 .into_response();
         }
     };
-    let (reply, answer) = oneshot::channel();
-    let call = crate::call::Call {
-        principal: crate::call::Principal::ApiKey,
-        conn: 0,
-        request: agora_hyperspace::jsonrpc::Request {
-            id: None,
-            method: agora_directory::rpc::SEARCH.into(),
-            params: Some(params),
-        },
-        reply,
-    };
+    let (call, answer) = crate::call::Call::as_api_key(agora_directory::rpc::SEARCH, params);
     if state.directory.send(Input::Call(call)).await.is_err() {
         return error(StatusCode::SERVICE_UNAVAILABLE, "the node is shutting down");
     }

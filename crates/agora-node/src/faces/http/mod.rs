@@ -141,17 +141,7 @@ async fn pay_tool_invoke(
     if let Some(c) = credential {
         params["payment"] = json!({ "credential": c });
     }
-    let (reply, answer) = oneshot::channel();
-    let call = crate::call::Call {
-        principal: crate::call::Principal::ApiKey,
-        conn: 0,
-        request: agora_hyperspace::jsonrpc::Request {
-            id: None,
-            method: "tool.invoke".into(),
-            params: Some(params),
-        },
-        reply,
-    };
+    let (call, answer) = crate::call::Call::as_api_key("tool.invoke", params);
     if state
         .hyperspace
         .send(crate::hyperspace::Input::Call(call))

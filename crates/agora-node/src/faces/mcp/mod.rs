@@ -34,7 +34,7 @@ use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
 
 use agora_bridge::mcp_server::{self, CallError, ListedTool, OwnTool, Target};
-use agora_hyperspace::jsonrpc::{Request, RpcError};
+use agora_hyperspace::jsonrpc::RpcError;
 use agora_hyperspace::tool;
 use agora_hyperspace::tool_record::ToolRecord;
 use rmcp::model::{
@@ -47,9 +47,9 @@ use rmcp::transport::streamable_http_server::session::local::LocalSessionManager
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use rmcp::{ErrorData, RoleServer, ServerHandler};
 use serde_json::{Value, json};
-use tokio::sync::{mpsc, oneshot, watch};
+use tokio::sync::{mpsc, watch};
 
-use crate::call::{Call, Principal};
+use crate::call::Call;
 
 /// The path of the MCP endpoint on the HTTP face.
 pub const PATH: &str = "/mcp";
@@ -233,17 +233,7 @@ impl Shared {
         params: Value,
         limit: Duration,
     ) -> Result<Result<Value, RpcError>, &'static str> {
-        let (reply, answer) = oneshot::channel();
-        let call = Call {
-            principal: Principal::ApiKey,
-            conn: 0,
-            request: Request {
-                id: None,
-                method: method.to_owned(),
-                params: Some(params),
-            },
-            reply,
-        };
+        let (call, answer) = Call::as_api_key(method, params);
         if self.calls.send(call).await.is_err() {
             return Err("the node is shutting down");
         }
