@@ -18,10 +18,9 @@ use futures::{SinkExt, StreamExt};
 use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
-use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 use tokio_tungstenite::tungstenite::{self, Message};
 
-use crate::support::{HEAVY, eventually, now};
+use crate::support::{HEAVY, eventually, now, request, ws_with as ws};
 
 const KEY: &str = "a-node-key-of-sufficient-length";
 
@@ -162,64 +161,6 @@ fn start_fails(data: &Path, args: &[&str], env: &[(&str, &str)]) -> (Option<i32>
         out.status.code(),
         String::from_utf8_lossy(&out.stderr).into_owned(),
     )
-}
-
-/// One HTTP/1.1 request on its own connection; the status (0 when nothing readable came back)
-/// and the body. `Host` is `addr` unless `headers` names one.
-async fn request(
-    addr: &str,
-    method: &str,
-    path: &str,
-    headers: &[(&str, &str)],
-    body: &str,
-) -> (u16, String) {
-    let Ok(mut s) = TcpStream::connect(addr).await else {
-        return (0, String::new());
-    };
-    let mut head = format!("{method} {path} HTTP/1.1\r\n");
-    if !headers.iter().any(|(k, _)| k.eq_ignore_ascii_case("host")) {
-        head.push_str(&format!("Host: {addr}\r\n"));
-    }
-    for (k, v) in headers {
-        head.push_str(&format!("{k}: {v}\r\n"));
-    }
-    head.push_str(&format!(
-        "Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
-        body.len()
-    ));
-    // A refusal may come (and the socket close) before the request is written.
-    let _ = s.write_all(head.as_bytes()).await;
-    let mut raw = Vec::new();
-    let _ = tokio::time::timeout(Duration::from_secs(20), s.read_to_end(&mut raw)).await;
-    let text = String::from_utf8_lossy(&raw);
-    let status = text
-        .split_whitespace()
-        .nth(1)
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(0);
-    let body = text
-        .split_once("\r\n\r\n")
-        .map(|(_, b)| b.to_owned())
-        .unwrap_or_default();
-    (status, body)
-}
-
-type Ws = tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<TcpStream>>;
-
-/// Opens a WebSocket with extra upgrade headers; a refusal is its HTTP status.
-async fn ws(url: &str, headers: &[(&str, &str)]) -> Result<Ws, u16> {
-    let mut req = url.into_client_request().unwrap();
-    for (k, v) in headers {
-        req.headers_mut().insert(
-            tungstenite::http::HeaderName::from_bytes(k.as_bytes()).unwrap(),
-            v.parse().unwrap(),
-        );
-    }
-    match tokio_tungstenite::connect_async(req).await {
-        Ok((ws, _)) => Ok(ws),
-        Err(tungstenite::Error::Http(r)) => Err(r.status().as_u16()),
-        Err(e) => panic!("upgrade to {url} failed: {e}"),
-    }
 }
 
 async fn status_json(node: &Node, headers: &[(&str, &str)]) -> Value {

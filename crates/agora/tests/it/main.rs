@@ -36,6 +36,7 @@ mod full_disk;
 mod hostile_faces;
 mod hostile_guard;
 mod hostile_rpc;
+mod hosts;
 mod hyperspace_cli;
 mod hyperspace_mesh;
 mod improving;

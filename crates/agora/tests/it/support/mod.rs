@@ -24,6 +24,8 @@ use tokio_tungstenite::tungstenite::Message;
 #[path = "../../../src/http.rs"]
 mod http;
 
+pub(crate) mod cluster;
+
 pub(crate) type Ws =
     tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
 
@@ -97,7 +99,15 @@ pub(crate) fn spawn_node_env(
     extra: &[&str],
     env: &[(&str, &str)],
 ) -> Node {
-    spawn(data, bootstrap, greet_interval, extra, env, None)
+    spawn_at(
+        Place::LOOPBACK,
+        data,
+        bootstrap,
+        greet_interval,
+        extra,
+        env,
+        None,
+    )
 }
 
 /// The lines a node has written to stderr (its log), collected as they arrive, and whether
@@ -142,7 +152,8 @@ pub(crate) fn spawn_node_logged_env(
     env: &[(&str, &str)],
 ) -> (Node, Log) {
     let log = Log::default();
-    let node = spawn(
+    let node = spawn_at(
+        Place::LOOPBACK,
         data,
         bootstrap,
         greet_interval,
@@ -153,7 +164,32 @@ pub(crate) fn spawn_node_logged_env(
     (node, log)
 }
 
-fn spawn(
+/// Where a node runs: the command its `agora node` is started under (empty: directly; the
+/// cluster's `ip netns exec <host>`) and the address its faces bind — loopback with ports the
+/// system picks, or a host's own address with the default ports.
+#[derive(Clone, Copy)]
+pub(crate) struct Place<'a> {
+    pub(crate) wrap: &'a [&'a str],
+    pub(crate) ip: &'a str,
+    pub(crate) default_ports: bool,
+}
+
+impl Place<'_> {
+    pub(crate) const LOOPBACK: Place<'static> = Place {
+        wrap: &[],
+        ip: "127.0.0.1",
+        default_ports: false,
+    };
+
+    fn addr(&self, port: u16) -> String {
+        let port = if self.default_ports { port } else { 0 };
+        format!("{}:{port}", self.ip)
+    }
+}
+
+/// Starts `agora node` at `place` (see [`spawn_node`]).
+pub(crate) fn spawn_at(
+    place: Place<'_>,
     data: &Path,
     bootstrap: &[&str],
     greet_interval: u64,
@@ -161,19 +197,22 @@ fn spawn(
     env: &[(&str, &str)],
     log: Option<Log>,
 ) -> Node {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_agora"));
+    let agora = env!("CARGO_BIN_EXE_agora");
+    let mut cmd = match place.wrap.split_first() {
+        Some((program, args)) => {
+            let mut cmd = Command::new(program);
+            cmd.args(args).arg(agora);
+            cmd
+        }
+        None => Command::new(agora),
+    };
     cmd.envs(env.iter().copied());
     cmd.arg("node")
         .arg("--data")
         .arg(data)
-        .args([
-            "--agh-listen",
-            "127.0.0.1:0",
-            "--http-listen",
-            "127.0.0.1:0",
-            "--rpc-listen",
-            "127.0.0.1:0",
-        ])
+        .args(["--agh-listen", &place.addr(4410)])
+        .args(["--http-listen", &place.addr(4411)])
+        .args(["--rpc-listen", &place.addr(3100)])
         .args(["--greet-interval", &greet_interval.to_string()])
         .args(extra)
         .env_remove("AGORA_CONFIG")
@@ -186,10 +225,11 @@ fn spawn(
             Stdio::inherit()
         });
     if !extra.contains(&"--p2p-listen") {
-        cmd.args(["--p2p-listen", "/ip4/127.0.0.1/tcp/0"]);
+        let port = if place.default_ports { 4001 } else { 0 };
+        cmd.args(["--p2p-listen", &format!("/ip4/{}/tcp/{port}", place.ip)]);
     }
     if !extra.contains(&"--agtp-listen") {
-        cmd.args(["--agtp-listen", "127.0.0.1:0"]);
+        cmd.args(["--agtp-listen", &place.addr(4480)]);
     }
     for b in bootstrap {
         cmd.args(["--bootstrap", b]);
@@ -295,6 +335,68 @@ pub(crate) async fn rpc_call(ws: &mut Ws, id: u64, method: &str, params: Value) 
         let v: Value = serde_json::from_str(text.as_str()).unwrap();
         assert_eq!(v["id"], id, "response to call {id}: {v}");
         return v;
+    }
+}
+
+/// One HTTP/1.1 request on its own connection; the status (0 when nothing readable came back)
+/// and the body. `Host` is `addr` unless `headers` names one.
+pub(crate) async fn request(
+    addr: &str,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: &str,
+) -> (u16, String) {
+    let Ok(mut s) = tokio::net::TcpStream::connect(addr).await else {
+        return (0, String::new());
+    };
+    let mut head = format!("{method} {path} HTTP/1.1\r\n");
+    if !headers.iter().any(|(k, _)| k.eq_ignore_ascii_case("host")) {
+        head.push_str(&format!("Host: {addr}\r\n"));
+    }
+    for (k, v) in headers {
+        head.push_str(&format!("{k}: {v}\r\n"));
+    }
+    head.push_str(&format!(
+        "Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    ));
+    // A refusal may come (and the socket close) before the request is written.
+    let _ = tokio::io::AsyncWriteExt::write_all(&mut s, head.as_bytes()).await;
+    let mut raw = Vec::new();
+    let _ = tokio::time::timeout(
+        Duration::from_secs(20),
+        tokio::io::AsyncReadExt::read_to_end(&mut s, &mut raw),
+    )
+    .await;
+    let text = String::from_utf8_lossy(&raw);
+    let status = text
+        .split_whitespace()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0);
+    let body = text
+        .split_once("\r\n\r\n")
+        .map(|(_, b)| b.to_owned())
+        .unwrap_or_default();
+    (status, body)
+}
+
+/// Opens a WebSocket with extra upgrade headers; a refusal is its HTTP status.
+pub(crate) async fn ws_with(url: &str, headers: &[(&str, &str)]) -> Result<Ws, u16> {
+    let mut req =
+        tokio_tungstenite::tungstenite::client::IntoClientRequest::into_client_request(url)
+            .unwrap();
+    for (k, v) in headers {
+        req.headers_mut().insert(
+            tokio_tungstenite::tungstenite::http::HeaderName::from_bytes(k.as_bytes()).unwrap(),
+            v.parse().unwrap(),
+        );
+    }
+    match tokio_tungstenite::connect_async(req).await {
+        Ok((ws, _)) => Ok(ws),
+        Err(tokio_tungstenite::tungstenite::Error::Http(r)) => Err(r.status().as_u16()),
+        Err(e) => panic!("upgrade to {url} failed: {e}"),
     }
 }
 

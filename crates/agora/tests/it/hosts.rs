@@ -1,0 +1,174 @@
+//! Beyond one host (issue 34; `docs/reliability.md`): nodes on the hosts of a cluster of network
+//! namespaces ([`crate::support::cluster`]), bound to their host's address with the API key and
+//! AGTP over TLS, driven by a client on another host.
+//!
+//! Needs root (namespaces, veth, bridges); without it each test prints one `skipped:` line,
+//! unless `AGORA_REQUIRE_EXTERNAL=1`.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::process::Command;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use crate::support::cluster::{Cluster, Start};
+use crate::support::{self, Node, TEST_API_KEY, eventually, request, rpc_call, ws_with};
+
+const WAIT: Duration = Duration::from_secs(30);
+
+/// A cluster of `n` hosts, or `None` (after the one `skipped:` line) when namespaces cannot be
+/// made here.
+pub(crate) fn cluster(n: usize) -> Option<Cluster> {
+    let cluster = Cluster::create(n);
+    support::external(
+        "network namespaces (root, iproute2)",
+        cluster.is_some(),
+        "run the tests as root on a machine with iproute2",
+    )
+    .then_some(cluster)
+    .flatten()
+}
+
+/// `host:port` of a `scheme://host:port[/path]` address.
+fn authority(url: &str) -> &str {
+    let rest = url.split_once("://").map_or(url, |(_, r)| r);
+    rest.split('/').next().unwrap_or(rest)
+}
+
+fn bearer() -> (&'static str, String) {
+    ("Authorization", format!("Bearer {TEST_API_KEY}"))
+}
+
+/// `/status` of `node` with the key.
+async fn status(node: &Node) -> Value {
+    let auth = bearer();
+    let (code, body) = request(
+        authority(&node.http),
+        "GET",
+        "/status",
+        &[(auth.0, &auth.1)],
+        "",
+    )
+    .await;
+    assert_eq!(code, 200, "{body}");
+    serde_json::from_str(&body).unwrap()
+}
+
+/// `agora args…` run on host `i`; its exit code and stderr.
+fn cli_on(cluster: &Cluster, i: usize, args: &[&str]) -> (Option<i32>, String) {
+    let out = Command::new("ip")
+        .args(["netns", "exec", &cluster.host(i).ns])
+        .arg(env!("CARGO_BIN_EXE_agora"))
+        .args(args)
+        .output()
+        .unwrap();
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn off_loopback_every_face_wants_the_key_and_agtp_wants_tls() {
+    let Some(cluster) = cluster(3) else { return };
+    let a = cluster.start(0, &Start::default());
+    let b = cluster.start(
+        1,
+        &Start {
+            bootstrap: vec![cluster.host(0).p2p(&a.peer_id)],
+            ..Start::default()
+        },
+    );
+    assert!(a.http.contains("198.18.0.11"), "{}", a.http);
+    let auth = bearer();
+    let key = [(auth.0, auth.1.as_str())];
+    let http = authority(&a.http).to_owned();
+    cluster.run(2, || async {
+        // The nodes found each other across hosts.
+        let seen = eventually(WAIT, async || {
+            let s = status(&a).await;
+            s["connected"]
+                .as_array()?
+                .iter()
+                .any(|p| p == b.peer_id.as_str())
+                .then_some(())
+        })
+        .await;
+        assert!(seen.is_some(), "A and B connect across hosts");
+
+        // Every face refuses a client without the key, and one with a wrong key.
+        let wrong = [("Authorization", "Bearer not-the-key-not-the-key")];
+        for url in [a.agh.as_str(), a.rpc.as_str()] {
+            assert_eq!(ws_with(url, &[]).await.err(), Some(401), "{url}");
+            assert_eq!(ws_with(url, &wrong).await.err(), Some(401), "{url}");
+        }
+        let mcp_init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {}});
+        for (method, path, body) in [
+            ("GET", "/status", String::new()),
+            ("GET", "/directory/search?q=echo", String::new()),
+            ("GET", "/dashboard/snapshot", String::new()),
+            ("POST", "/mcp", mcp_init.to_string()),
+            ("POST", "/a2a", "{}".to_owned()),
+        ] {
+            let json = [("Content-Type", "application/json")];
+            let (code, _) = request(&http, method, path, &json, &body).await;
+            assert_eq!(code, 401, "{method} {path} without the key");
+        }
+
+        // With the key every face answers.
+        let mut agh = ws_with(&a.agh, &key).await.expect("AGH with the key");
+        let _ = futures::SinkExt::close(&mut agh).await;
+        let mut rpc = ws_with(&a.rpc, &key).await.expect("JSON-RPC with the key");
+        let r = rpc_call(&mut rpc, 1, "directory.search", json!({"query": "echo"})).await;
+        assert!(r["result"]["results"].is_array(), "{r}");
+
+        // The dashboard: its page is open, its data needs the key and shows the mesh.
+        let (code, page) = request(&http, "GET", "/", &[], "").await;
+        assert_eq!(code, 200);
+        assert!(
+            page.contains("<html") || page.contains("<!doctype"),
+            "{page}"
+        );
+        let (code, body) = request(&http, "GET", "/dashboard/snapshot", &key, "").await;
+        assert_eq!(code, 200, "{body}");
+        let snap: Value = serde_json::from_str(&body).unwrap();
+        assert_eq!(snap["status"]["peer_id"], a.peer_id.as_str());
+        assert!(body.contains(&b.peer_id), "the snapshot shows B: {body}");
+
+        // A foreign Origin is refused; the node's own (its HTTP face's address) is not.
+        let evil = [key[0], ("Origin", "http://evil.example")];
+        assert_eq!(ws_with(&a.rpc, &evil).await.err(), Some(403));
+        assert_eq!(ws_with(&a.agh, &evil).await.err(), Some(403));
+        let own_origin = format!("http://{http}");
+        let own = [key[0], ("Origin", own_origin.as_str())];
+        ws_with(&a.rpc, &own).await.expect("the node's own origin");
+        let post = [
+            key[0],
+            ("Origin", "http://evil.example"),
+            ("Content-Type", "application/json"),
+        ];
+        let (code, _) = request(&http, "POST", "/mcp", &post, &mcp_init.to_string()).await;
+        assert_eq!(code, 403, "a foreign Origin's POST");
+    });
+
+    // AGTP: over TLS with the node's certificate from host 2 it answers; plain AGTP is refused.
+    let ans = authority(&a.agtp).to_owned();
+    let cert = a.data.join("agtp-cert.pem");
+    let cert = cert.to_str().unwrap();
+    let tls = ["--tls", "--ca", cert];
+    let mut args = vec!["discover", "--ans", &ans, "--intent", "audit contracts"];
+    args.extend(tls);
+    let (code, err) = cli_on(&cluster, 2, &args);
+    assert_eq!(code, Some(0), "discover over TLS: {err}");
+    let (code, err) = cli_on(
+        &cluster,
+        2,
+        &["discover", "--ans", &ans, "--intent", "audit contracts"],
+    );
+    assert_eq!(
+        code,
+        Some(1),
+        "plain AGTP beyond loopback is refused: {err}"
+    );
+}
