@@ -125,7 +125,8 @@ pub async fn run_until(
     let store = store::Store::open_async(&config.data).await?;
     let telemetry = Arc::new(telemetry::Telemetry::new());
     store.observe_commits(telemetry.store_commit.clone());
-    let mesh = mesh::start(&keypair, &mesh_config(&config, &telemetry))?;
+    let clocks = Arc::new(clock::PeerClocks::default());
+    let mesh = mesh::start(&keypair, &mesh_config(&config, &telemetry, &clocks))?;
     let peer_id = mesh.peer_id().to_string();
     let (mesh_tx, mesh_rx) = mpsc::channel(4096);
     let (events_tx, events_rx) = mpsc::channel(4096);
@@ -278,6 +279,7 @@ pub async fn run_until(
         a2a: a2a_face,
         openrpc: openrpc_doc,
         directory,
+        clocks,
     };
     spawn_routers(
         &state,
@@ -378,7 +380,11 @@ async fn announce_all(
 }
 
 /// The mesh's settings: `config`'s addresses and limits, the Hyperspace gossip gate inline.
-fn mesh_config(config: &Config, telemetry: &Arc<telemetry::Telemetry>) -> mesh::MeshConfig {
+fn mesh_config(
+    config: &Config,
+    telemetry: &Arc<telemetry::Telemetry>,
+    clocks: &Arc<clock::PeerClocks>,
+) -> mesh::MeshConfig {
     mesh::MeshConfig {
         listen: config.p2p_listen.clone(),
         bootstrap: config.bootstrap.clone(),
@@ -386,7 +392,10 @@ fn mesh_config(config: &Config, telemetry: &Arc<telemetry::Telemetry>) -> mesh::
         limits: config.peers(),
         validators: vec![(
             hyperspace::TOPIC_PREFIX.to_owned(),
-            Arc::new(hyperspace::GossipGate::new()),
+            Arc::new(hyperspace::GossipGate::new(
+                Arc::clone(clocks),
+                Some(Arc::clone(telemetry)),
+            )),
         )],
         budget: mesh::topics::Budget::default(),
         telemetry: Arc::clone(telemetry),

@@ -170,7 +170,7 @@ impl EventKey {
             (Self::Topic(t), mesh::Event::Gossip { topic, .. }) => topic == t,
             (Self::TopicPrefix(p), mesh::Event::Gossip { topic, .. }) => topic.starts_with(p),
             (Self::Proto(p), mesh::Event::Direct { proto, .. }) => proto == p,
-            (Self::Subscribed(p), mesh::Event::Subscribed(topic)) => topic.starts_with(p),
+            (Self::Subscribed(p), mesh::Event::Subscribed(_, topic)) => topic.starts_with(p),
             (Self::RecordOffered, mesh::Event::RecordOffered { .. })
             | (Self::DhtPeer, mesh::Event::DhtPeer(_)) => true,
             _ => false,

@@ -99,6 +99,19 @@ pub struct EnvelopeLabels {
     pub reason: &'static str,
 }
 
+impl EnvelopeLabels {
+    fn of(rejected: Option<&'static str>) -> Self {
+        Self {
+            outcome: if rejected.is_some() {
+                "rejected"
+            } else {
+                "accepted"
+            },
+            reason: rejected.unwrap_or("none"),
+        }
+    }
+}
+
 /// Gossip verdicts per topic family.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct GossipLabels {
@@ -107,6 +120,16 @@ pub struct GossipLabels {
     /// `accept`, `relay` (forwarded without being ours), `reject`, `ignore` or `defer` (the
     /// owning service decides).
     pub verdict: &'static str,
+}
+
+/// Hyperspace gossip refused by the inline check: topic family and the envelope's refusal
+/// reason (`agora_hyperspace::VerifyError::reason`: `stale`, `replayed`, `bad_signature`, …).
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct RefusedLabels {
+    /// [`topic_family`].
+    pub family: &'static str,
+    /// The refusal reason.
+    pub reason: &'static str,
 }
 
 /// AGTP requests: method and status code.
@@ -153,8 +176,12 @@ pub struct Telemetry {
     pub rpc_latency: Family<FamilyLabel, Histogram>,
     /// AGH envelopes from agents, accepted or rejected by reason.
     pub agh_envelopes: Family<EnvelopeLabels, Counter>,
+    /// AGH envelopes from other nodes (the mesh, NATS), accepted or rejected by reason.
+    pub agh_network_envelopes: Family<EnvelopeLabels, Counter>,
     /// Gossip messages received per topic family and verdict.
     pub gossip: Family<GossipLabels, Counter>,
+    /// Hyperspace gossip refused per topic family and reason.
+    pub gossip_refused: Family<RefusedLabels, Counter>,
     /// AGTP requests per method and status.
     pub agtp_requests: Family<AgtpLabels, Counter>,
     /// AGTP request latency.
@@ -197,6 +224,8 @@ impl Telemetry {
             Family::<FamilyLabel, Histogram>::new_with_constructor(latency_histogram as fn() -> _);
         let agh_envelopes = Family::<EnvelopeLabels, Counter>::default();
         let gossip = Family::<GossipLabels, Counter>::default();
+        let gossip_refused = Family::<RefusedLabels, Counter>::default();
+        let agh_network_envelopes = Family::<EnvelopeLabels, Counter>::default();
         let agtp_requests = Family::<AgtpLabels, Counter>::default();
         let agtp_latency = latency_histogram();
         let store_commit = latency_histogram();
@@ -232,9 +261,19 @@ impl Telemetry {
             agh_envelopes.clone(),
         );
         registry.register(
+            "agh_network_envelopes",
+            "AGH envelopes from other nodes (the mesh, NATS), accepted or rejected by reason code (expired: outside the replay age)",
+            agh_network_envelopes.clone(),
+        );
+        registry.register(
             "gossip_messages",
             "Gossip messages received per topic family and validation verdict",
             gossip.clone(),
+        );
+        registry.register(
+            "gossip_refused",
+            "Hyperspace gossip refused by the inline check, per topic family and reason (stale, replayed, bad_signature, …)",
+            gossip_refused.clone(),
         );
         registry.register(
             "agtp_requests",
@@ -266,7 +305,9 @@ impl Telemetry {
             rpc_calls,
             rpc_latency,
             agh_envelopes,
+            agh_network_envelopes,
             gossip,
+            gossip_refused,
             agtp_requests,
             agtp_latency,
             store_commit,
@@ -312,17 +353,17 @@ impl Telemetry {
         self.face_message("rpc");
     }
 
+    /// Counts an AGH envelope from another node, `rejected` with its reason code or accepted.
+    pub fn agh_network_envelope(&self, rejected: Option<&'static str>) {
+        self.agh_network_envelopes
+            .get_or_create(&EnvelopeLabels::of(rejected))
+            .inc();
+    }
+
     /// Counts an AGH envelope from an agent.
     pub fn agh_envelope(&self, rejected: Option<&'static str>) {
         self.agh_envelopes
-            .get_or_create(&EnvelopeLabels {
-                outcome: if rejected.is_some() {
-                    "rejected"
-                } else {
-                    "accepted"
-                },
-                reason: rejected.unwrap_or("none"),
-            })
+            .get_or_create(&EnvelopeLabels::of(rejected))
             .inc();
         self.face_message("agh");
     }

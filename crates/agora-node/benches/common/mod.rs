@@ -657,7 +657,7 @@ pub(crate) fn agora_mesh_config(
         validators: vec![(
             agora_node::hyperspace::TOPIC_PREFIX.to_owned(),
             Arc::new(Recording {
-                gate: agora_node::hyperspace::GossipGate::new(),
+                gate: agora_node::hyperspace::GossipGate::new(Arc::default(), None),
                 node: i,
                 deliveries: deliveries.clone(),
             }),
@@ -884,7 +884,7 @@ pub(crate) async fn start_bare(
             commands_rx,
             listening_tx,
             deliveries.clone(),
-            gate.then(agora_node::hyperspace::GossipGate::new),
+            gate.then(|| agora_node::hyperspace::GossipGate::new(Arc::default(), None)),
         ));
         let addr = tokio::time::timeout(Duration::from_secs(10), listening)
             .await

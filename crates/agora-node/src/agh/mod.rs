@@ -30,6 +30,7 @@ use tokio::sync::{mpsc, oneshot};
 use crate::config::Config;
 use crate::faces::nats;
 
+mod catchup;
 mod listing;
 use crate::mesh;
 use crate::store::{Store, StoreError};
@@ -306,6 +307,8 @@ struct Service<I: IdSource> {
     max_channels: usize,
     /// Generated envelopes refused before emission (not about one connection).
     refused_warnings: Throttle,
+    /// Recent channel messages, sent to neighbours that (re)join a channel ([`catchup`]).
+    recent: catchup::Recent,
     catalogs: HashMap<String, Catalog>,
     mesh: mpsc::Sender<mesh::Command>,
     nats: Option<mpsc::Sender<nats::Command>>,
@@ -450,7 +453,9 @@ pub async fn run(
     };
     let interval = settings.greet_interval;
     let restored = settings.interactions;
+    let recent = catchup::Recent::new(settings.policy.replay_age);
     let mut svc = Service {
+        recent,
         router: Router::new(RouterConfig {
             policy: settings.policy,
             greet_interval: i64::try_from(interval.as_secs()).unwrap_or(i64::MAX).max(1),
@@ -788,6 +793,23 @@ impl<I: IdSource> Service<I> {
                     .receive(&data, Origin::Mesh(peer), unix_now(), &mut self.ids);
                 self.count(&fx);
                 self.persist_lifecycle(&fx).await;
+                // Channel traffic new to this node that a neighbour caught it up on goes on to
+                // the channel's topic, for the nodes that missed it too ([`catchup`]).
+                let caught_up = match &fx.result {
+                    Ok(a) if a.to.is_none() && catchup::Recent::keeps(a.kind) => {
+                        Some(format!("{TOPIC_PREFIX}{}", a.channel))
+                    }
+                    _ => None,
+                };
+                if let Some(topic) = caught_up {
+                    let _ = self
+                        .mesh
+                        .send(mesh::Command::Publish {
+                            topic,
+                            data: data.clone(),
+                        })
+                        .await;
+                }
                 let v = Verdict::of(&fx.result);
                 let response = serde_json::to_vec(&v).unwrap_or_default();
                 let _ = self
@@ -800,10 +822,19 @@ impl<I: IdSource> Service<I> {
                     .await;
                 self.execute(fx, Some(&data)).await;
             }
-            mesh::Event::Connected(_) | mesh::Event::Subscribed(_) => {
-                // A new neighbour, or a neighbour newly in a channel: tell it who is here now
-                // rather than at the next tick.
+            mesh::Event::Connected(_) => {
+                // A new neighbour: tell it who is here now rather than at the next tick.
                 self.announce().await;
+            }
+            mesh::Event::Subscribed(peer, topic) => {
+                // A neighbour newly in a channel: tell it who is here, and what it may have
+                // missed ([`catchup`]).
+                self.announce().await;
+                if let Some(channel) = topic.strip_prefix(TOPIC_PREFIX) {
+                    for data in self.recent.of(unix_now(), channel) {
+                        self.send_direct(peer, data).await;
+                    }
+                }
             }
             mesh::Event::Listening(_)
             | mesh::Event::RecordOffered { .. }
@@ -840,10 +871,18 @@ impl<I: IdSource> Service<I> {
     }
 
     fn count(&mut self, fx: &Effects<Origin>) {
-        if fx.result.is_ok() {
-            self.stats.received += 1;
-        } else {
-            self.stats.rejected += 1;
+        let rejected = match &fx.result {
+            Ok(_) => {
+                self.stats.received += 1;
+                None
+            }
+            Err(r) => {
+                self.stats.rejected += 1;
+                Some(r.reason().as_str())
+            }
+        };
+        if let Some(t) = &self.telemetry {
+            t.agh_network_envelope(rejected);
         }
     }
 
@@ -868,12 +907,19 @@ impl<I: IdSource> Service<I> {
             for peer in &fx.deliver {
                 self.deliver_local(channel, peer, text.clone());
             }
+            let broadcast = matches!(&fx.result,
+                Ok(a) if a.to.is_none() && catchup::Recent::keeps(a.kind));
             if let Some(route) = fx.publish.clone() {
                 let bytes = match &fx.rewritten {
                     Some(env) => env.to_json().into_bytes(),
                     None => original.to_vec(),
                 };
+                if broadcast {
+                    self.recent.push(unix_now(), channel, &bytes);
+                }
                 self.route(route, channel, to.as_deref(), bytes).await;
+            } else if broadcast {
+                self.recent.push(unix_now(), channel, original);
             }
         }
         for reply in fx.replies {
@@ -933,28 +979,28 @@ impl<I: IdSource> Service<I> {
                         .await;
                 }
             }
-            Route::Remote(Origin::Mesh(node)) => {
-                let (reply, answer) = oneshot::channel();
-                let _ = self
-                    .mesh
-                    .send(mesh::Command::SendDirect {
-                        proto: mesh::Proto::Envelope,
-                        peer: node,
-                        data: bytes,
-                        reply,
-                    })
-                    .await;
-                tokio::spawn(async move {
-                    match answer.await {
-                        Ok(Ok(_)) => {}
-                        Ok(Err(e)) => {
-                            tracing::debug!(%node, error = %e, "directed envelope not delivered");
-                        }
-                        Err(_) => {}
-                    }
-                });
-            }
+            Route::Remote(Origin::Mesh(node)) => self.send_direct(node, bytes).await,
         }
+    }
+
+    /// Sends an envelope to the node `node` on the directed-envelope protocol; a failure is
+    /// only logged (at debug).
+    async fn send_direct(&self, node: PeerId, data: Vec<u8>) {
+        let (reply, answer) = oneshot::channel();
+        let _ = self
+            .mesh
+            .send(mesh::Command::SendDirect {
+                proto: mesh::Proto::Envelope,
+                peer: node,
+                data,
+                reply,
+            })
+            .await;
+        tokio::spawn(async move {
+            if let Ok(Err(e)) = answer.await {
+                tracing::debug!(%node, error = %e, "directed envelope not delivered");
+            }
+        });
     }
 
     fn deliver_local(&mut self, channel: &str, peer: &str, frame: Frame) {

@@ -49,6 +49,8 @@ pub struct AppState {
     pub openrpc: Arc<serde_json::Value>,
     /// The directory service (`directory.search` over HTTP, the AI Catalog).
     pub directory: mpsc::Sender<crate::directory::Input>,
+    /// What the peers' clocks say (`/status` `clock`).
+    pub clocks: Arc<crate::clock::PeerClocks>,
 }
 
 impl AppState {

@@ -6,7 +6,7 @@
 //! accepted here and a copy goes to the memory, improving or payments service ([`Verdict::Accept`]); every other Hyperspace topic is accepted here and relayed at once, and
 //! since no service reads those, the mesh queues no copy of them ([`Verdict::Relay`]).
 
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use agora_hyperspace::announce::{CAPABILITIES_PREFIX, DISCOVERY_TOPIC};
 use agora_hyperspace::improving::gossip::{REPUTATION_PREFIX, TRAJECTORIES_PREFIX};
@@ -14,30 +14,31 @@ use agora_hyperspace::memory::SYNC_TOPIC;
 use agora_hyperspace::payments::settlement::SETTLEMENTS_PREFIX;
 use agora_hyperspace::{KeyCache, ReplayWindow};
 
-use crate::clock::now_ms;
+use crate::clock::{PeerClocks, now_ms};
 use crate::mesh::{GossipValidator, Verdict};
+use crate::telemetry::{RefusedLabels, Telemetry, topic_family};
 
-/// Verifies Hyperspace gossip in the mesh task.
+/// Verifies Hyperspace gossip in the mesh task; reads the senders' clocks off the envelopes
+/// that pass ([`PeerClocks`]) and counts the refused ones by reason.
 #[derive(Debug)]
 pub struct GossipGate {
     state: Mutex<(ReplayWindow, KeyCache)>,
+    clocks: Arc<PeerClocks>,
+    telemetry: Option<Arc<Telemetry>>,
 }
 
-impl Default for GossipGate {
-    fn default() -> Self {
+impl GossipGate {
+    /// A gate with an empty replay window and key cache that tells `clocks` the time of every
+    /// envelope that passes and counts refusals in `telemetry`.
+    pub fn new(clocks: Arc<PeerClocks>, telemetry: Option<Arc<Telemetry>>) -> Self {
         Self {
             state: Mutex::new((
                 ReplayWindow::default(),
                 KeyCache::with_capacity(agora_hyperspace::envelope::DEFAULT_KEY_CACHE),
             )),
+            clocks,
+            telemetry,
         }
-    }
-}
-
-impl GossipGate {
-    /// A gate with an empty replay window and key cache.
-    pub fn new() -> Self {
-        Self::default()
     }
 }
 
@@ -46,6 +47,7 @@ impl GossipValidator for GossipGate {
         let Ok(text) = std::str::from_utf8(data) else {
             return Verdict::Reject;
         };
+        let now = now_ms();
         let checked = {
             // A poisoned lock only means another check panicked; the window is still usable.
             let mut state = self
@@ -53,8 +55,17 @@ impl GossipValidator for GossipGate {
                 .lock()
                 .unwrap_or_else(std::sync::PoisonError::into_inner);
             let (window, keys) = &mut *state;
-            agora_hyperspace::verify_keyed(text, topic, now_ms(), window, keys).map(|_| ())
+            agora_hyperspace::verify_keyed(text, topic, now, window, keys)
+                .map(|env| self.clocks.observe(env.from, env.ts, now))
         };
+        if let (Err(e), Some(t)) = (&checked, &self.telemetry) {
+            t.gossip_refused
+                .get_or_create(&RefusedLabels {
+                    family: topic_family(topic),
+                    reason: e.reason(),
+                })
+                .inc();
+        }
         match checked {
             Ok(())
                 if topic.starts_with(CAPABILITIES_PREFIX)
@@ -99,7 +110,7 @@ mod tests {
 
     #[test]
     fn verifies_once_and_defers_stateful_topics() {
-        let gate = GossipGate::new();
+        let gate = GossipGate::new(Arc::default(), None);
         let tasks = "hyperspace/tasks/x";
         let env = envelope(tasks, now_ms());
         assert_eq!(gate.validate(tasks, env.as_bytes()), Verdict::Relay);
@@ -133,5 +144,30 @@ mod tests {
             gate.validate(tasks, envelope(tasks, now_ms() - 600_000).as_bytes()),
             Verdict::Ignore
         );
+    }
+
+    #[test]
+    fn reads_the_senders_clocks_and_counts_refusals_by_reason() {
+        let clocks = Arc::new(PeerClocks::default());
+        let telemetry = Arc::new(Telemetry::new());
+        let gate = GossipGate::new(Arc::clone(&clocks), Some(Arc::clone(&telemetry)));
+        let tasks = "hyperspace/tasks/x";
+        // A sender two minutes ahead: inside the window, taken, and its clock read.
+        let ahead = envelope(tasks, now_ms() + 120_000);
+        assert_eq!(gate.validate(tasks, ahead.as_bytes()), Verdict::Relay);
+        let view = clocks.view(now_ms());
+        assert_eq!(view.peers, 1);
+        assert!(view.offset_ms.is_some_and(|o| (o - 120_000).abs() < 5_000));
+        // Outside the window: refused as stale and counted.
+        let stale = envelope(tasks, now_ms() - 400_000);
+        assert_eq!(gate.validate(tasks, stale.as_bytes()), Verdict::Ignore);
+        let counted = telemetry
+            .gossip_refused
+            .get_or_create(&RefusedLabels {
+                family: "tasks",
+                reason: "stale",
+            })
+            .get();
+        assert_eq!(counted, 1);
     }
 }

@@ -185,7 +185,7 @@ pub fn event_routes(tx: &mpsc::Sender<Input>) -> Vec<EventRoute> {
             tx,
             Delivery::Wait,
             |e| match e {
-                mesh::Event::Subscribed(topic) => Some(Input::Subscribed(topic)),
+                mesh::Event::Subscribed(_, topic) => Some(Input::Subscribed(topic)),
                 _ => None,
             },
         ),

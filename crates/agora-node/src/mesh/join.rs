@@ -9,12 +9,16 @@ use tokio::time::Instant;
 
 use super::swarm::Behaviour;
 
-/// How soon a bootstrap peer that went away is dialled again while the node still has other
-/// connections (it is dialled at once, with a short backoff, when the node has none).
+/// How soon a bootstrap peer that closed its connection is dialled again while the node still
+/// has other connections (it is dialled at once, with a short backoff, when the node has none,
+/// and when the connection failed rather than closed).
 const REJOIN_INTERVAL: Duration = Duration::from_secs(60);
-/// First and largest delay between dials of a bootstrap peer that does not answer.
+/// First and largest delay between dials of a bootstrap peer that does not answer. The largest
+/// bounds how long a healed network link waits for its first dial: a partition measured on
+/// namespaced hosts (`docs/reliability.md`) healed about 50 s after the link came back with
+/// a fixed 60 s rejoin after a failed connection.
 const INITIAL_BACKOFF: Duration = Duration::from_millis(250);
-const MAX_BACKOFF: Duration = Duration::from_secs(30);
+const MAX_BACKOFF: Duration = Duration::from_secs(10);
 
 /// One configured bootstrap address.
 struct Bootstrap {
@@ -28,7 +32,9 @@ struct Bootstrap {
 /// Joining the mesh and staying in it: the configured bootstrap peers are dialled until they
 /// answer; Kademlia's bootstrap runs when the first of them connects and again whenever the
 /// node lost every connection. A bootstrap peer that went away (its connection idled out, or it
-/// restarted) is dialled again after [`REJOIN_INTERVAL`], or at once when the node is alone.
+/// restarted) is dialled again after [`REJOIN_INTERVAL`], or at once when the node is alone; one
+/// whose connection failed (the link went down, the host stopped answering) is dialled again
+/// with the backoff, so that the node rejoins within [`MAX_BACKOFF`] of the link healing.
 pub(super) struct Join {
     peers: Vec<Bootstrap>,
     /// No Kademlia bootstrap since the node started or was last left without connections.
@@ -105,8 +111,9 @@ impl Join {
         }
     }
 
-    /// The last connection to `peer_id` closed; `alone` when the node has no connection left.
-    pub(super) fn on_disconnected(&mut self, peer_id: PeerId, alone: bool) {
+    /// The last connection to `peer_id` closed — `failed` when on an error rather than by
+    /// either side closing it; `alone` when the node has no connection left.
+    pub(super) fn on_disconnected(&mut self, peer_id: PeerId, alone: bool, failed: bool) {
         let now = Instant::now();
         if alone {
             self.needs_kad_bootstrap = true;
@@ -114,7 +121,12 @@ impl Join {
         for b in &mut self.peers {
             if b.peer == Some(peer_id) {
                 b.connected = false;
-                b.next_attempt = now + if alone { b.backoff } else { REJOIN_INTERVAL };
+                b.next_attempt = now
+                    + if alone || failed {
+                        b.backoff
+                    } else {
+                        REJOIN_INTERVAL
+                    };
             } else if alone && !b.connected {
                 b.next_attempt = b.next_attempt.min(now + b.backoff);
             }

@@ -317,8 +317,8 @@ pub enum Event {
     },
     /// A connection to `peer` was established (first one).
     Connected(PeerId),
-    /// A neighbour subscribed to an AGH topic or a Hyperspace capabilities topic.
-    Subscribed(String),
+    /// A neighbour (the peer) subscribed to an AGH topic or a Hyperspace capabilities topic.
+    Subscribed(PeerId, String),
     /// The DHT routing table got its first peer: records put before (at start, after a restart)
     /// reached nobody and should be put again.
     DhtPeer(PeerId),
@@ -515,6 +515,9 @@ struct Pending {
     replan: bool,
     /// Peers whose connection the frame guard closed, to dial back once it is gone.
     resets: HashSet<PeerId>,
+    /// Peers whose connection this node closed because its pings failed (the link or the host
+    /// went away): their bootstrap redial uses the backoff, as for a failed connection.
+    ping_timeouts: HashSet<PeerId>,
     /// Messages gossipsub dropped for slow peers.
     dropped: Dropped,
     /// Gossipsub RPCs the muxer split.
@@ -555,6 +558,7 @@ pub async fn run(mesh: Mesh, mut commands: mpsc::Receiver<Command>, events: mpsc
         topics: Topics::new(budget, local),
         replan: false,
         resets: HashSet::new(),
+        ping_timeouts: HashSet::new(),
         dropped: Dropped::default(),
         splits,
         telemetry,
@@ -1061,7 +1065,8 @@ fn handle_swarm_event(
                 .peer_disconnected(&peer_id, std::time::Instant::now());
             pending.replan = true;
             let alone = swarm.connected_peers().next().is_none();
-            bootstrap.on_disconnected(peer_id, alone);
+            let failed = pending.ping_timeouts.remove(&peer_id) || cause.is_some();
+            bootstrap.on_disconnected(peer_id, alone, failed);
             if pending.resets.remove(&peer_id) {
                 // Closed for broken gossip framing: a new connection starts its streams afresh.
                 if let Err(e) = swarm.dial(peer_id) {
@@ -1071,6 +1076,18 @@ fn handle_swarm_event(
         }
         SwarmEvent::OutgoingConnectionError { peer_id, error, .. } => {
             tracing::debug!(?peer_id, %error, "outgoing connection failed");
+        }
+        SwarmEvent::Behaviour(BehaviourEvent::Ping(libp2p::ping::Event {
+            peer,
+            connection,
+            result: Err(failure),
+        })) if !matches!(failure, libp2p::ping::Failure::Unsupported) => {
+            // Two pings in a row went unanswered (`pings::TIMEOUT`): the link or the host went
+            // away. libp2p keeps the connection; closed now, it is dialled again as soon as the
+            // peer answers (`Join`).
+            tracing::info!(%peer, %failure, "pings fail; closing the connection");
+            pending.ping_timeouts.insert(peer);
+            swarm.close_connection(connection);
         }
         SwarmEvent::Behaviour(BehaviourEvent::Identify(identify::Event::Received {
             peer_id,
@@ -1156,7 +1173,7 @@ fn handle_swarm_event(
                         || t.starts_with(agora_hyperspace::announce::CAPABILITIES_PREFIX)
                         || t == agora_bridge::a2a::CARDS_TOPIC)
                 {
-                    queue.push_back(Event::Subscribed(topic.into_string()));
+                    queue.push_back(Event::Subscribed(peer_id, topic.into_string()));
                 }
             }
             gossipsub::Event::Unsubscribed { peer_id, topic } => {

@@ -11,6 +11,7 @@
 //! "opening" for the life of the connection) and goes on answering the remote's pings.
 
 use std::task::{Context, Poll};
+use std::time::Duration;
 
 use libp2p::ping;
 use libp2p::swarm::handler::{ConnectionEvent, DialUpgradeError};
@@ -22,6 +23,16 @@ use libp2p::swarm::{
 use crate::mesh::gated::{WrapHandler, Wrapped};
 
 type Inner = <ping::Behaviour as NetworkBehaviour>::ConnectionHandler;
+
+/// How often each connection is pinged.
+pub const INTERVAL: Duration = Duration::from_secs(5);
+/// How long a ping may wait for its answer. libp2p-ping reports a failure only when two pings
+/// in a row failed (the first is "free"), and its second try over a dead link fails when its
+/// stream cannot be opened; the mesh then closes the connection (`mesh::ping_timeouts`): a link
+/// that went down is noticed within about 30 s, where TCP would hold the connection for minutes
+/// (and after the link healed resume only at its next retransmission: about 50 s after a 60 s
+/// cut, measured on namespaced hosts, `docs/reliability.md`).
+pub const TIMEOUT: Duration = Duration::from_secs(10);
 
 /// The ping behaviour, answering peers that do not answer it.
 pub type Pings = Wrapped<ping::Behaviour, PingHandler>;

@@ -184,7 +184,11 @@ pub(super) fn build_swarm(
                     IDENTIFY_VERSION.to_owned(),
                     key.public(),
                 ))),
-                ping: Gated::new(pings::Pings::new(libp2p::ping::Behaviour::default())),
+                ping: Gated::new(pings::Pings::new(libp2p::ping::Behaviour::new(
+                    libp2p::ping::Config::new()
+                        .with_interval(pings::INTERVAL)
+                        .with_timeout(pings::TIMEOUT),
+                ))),
                 kad: Gated::new(kad),
                 gossipsub,
                 direct: Gated::new(direct),

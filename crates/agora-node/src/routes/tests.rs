@@ -184,8 +184,8 @@ async fn events_go_to_the_service_that_owns_them() {
         gossip_on("hyperspace/settlements/1", false),
         gossip_on("hyperspace/capabilities/12D3", true),
         gossip_on("agh/v0/general", true),
-        mesh::Event::Subscribed("hyperspace/capabilities/12D3".into()),
-        mesh::Event::Subscribed("agh/v0/general".into()),
+        mesh::Event::Subscribed(PeerId::random(), "hyperspace/capabilities/12D3".into()),
+        mesh::Event::Subscribed(PeerId::random(), "agh/v0/general".into()),
         mesh::Event::DhtPeer(PeerId::random()),
         mesh::Event::RecordOffered {
             key: b"k".to_vec(),
@@ -226,7 +226,7 @@ async fn events_go_to_the_service_that_owns_them() {
     assert!(
         matches!(q.agh.try_recv(), Ok(mesh::Event::Gossip { topic, .. }) if topic == "agh/v0/general")
     );
-    assert!(matches!(q.agh.try_recv(), Ok(mesh::Event::Subscribed(_))));
+    assert!(matches!(q.agh.try_recv(), Ok(mesh::Event::Subscribed(..))));
     assert!(matches!(q.agh.try_recv(), Ok(mesh::Event::Connected(_))));
     assert!(q.agh.try_recv().is_err());
 }

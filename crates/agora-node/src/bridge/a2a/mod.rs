@@ -84,7 +84,7 @@ pub fn event_routes(tx: &mpsc::Sender<Input>) -> Vec<EventRoute> {
             EventKey::Subscribed(CARDS_TOPIC),
             tx,
             Delivery::DropWhenFull,
-            |e| matches!(e, mesh::Event::Subscribed(_)).then_some(Input::Subscribed),
+            |e| matches!(e, mesh::Event::Subscribed(..)).then_some(Input::Subscribed),
         ),
     ]
 }

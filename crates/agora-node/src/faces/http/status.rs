@@ -31,6 +31,7 @@ pub async fn status_value(state: &AppState) -> Option<serde_json::Value> {
         "listen": mesh.listen,
         "faces": state.faces.iter().cloned().collect::<std::collections::BTreeMap<_, _>>(),
         "connected": mesh.connected,
+        "clock": state.clocks.view(crate::clock::now_ms()).to_json(),
         "topics": mesh.topics,
         "gossip": {
             "message_limit": mesh::MAX_MESSAGE_BYTES,
