@@ -47,7 +47,7 @@ async fn snapshot(base: &str) -> Value {
     serde_json::from_str(&body).expect("the snapshot is JSON")
 }
 
-fn scrape(text: &str) -> prometheus_parse::Scrape {
+pub(crate) fn scrape(text: &str) -> prometheus_parse::Scrape {
     let lines = text.lines().map(|l| Ok(l.to_owned()));
     prometheus_parse::Scrape::parse(lines).expect("the exposition parses")
 }
@@ -55,7 +55,11 @@ fn scrape(text: &str) -> prometheus_parse::Scrape {
 /// The value of the sample `name` whose labels include `labels`. (`prometheus-parse` reads an
 /// OpenMetrics counter's `_total` sample as untyped: its `# TYPE` line names the family without
 /// the suffix.)
-fn sample(scrape: &prometheus_parse::Scrape, name: &str, labels: &[(&str, &str)]) -> Option<f64> {
+pub(crate) fn sample(
+    scrape: &prometheus_parse::Scrape,
+    name: &str,
+    labels: &[(&str, &str)],
+) -> Option<f64> {
     scrape
         .samples
         .iter()

@@ -172,3 +172,139 @@ fn off_loopback_every_face_wants_the_key_and_agtp_wants_tls() {
         "plain AGTP beyond loopback is refused: {err}"
     );
 }
+
+/// `GET path` on `node` with the key; its body.
+async fn get_keyed(node: &Node, path: &str) -> String {
+    let auth = bearer();
+    let (code, body) = request(authority(&node.http), "GET", path, &[(auth.0, &auth.1)], "").await;
+    assert_eq!(code, 200, "{path}: {body}");
+    body
+}
+
+/// `agora_agh_network_envelopes_total{outcome, reason}` of `node`.
+async fn agh_from_network(node: &Node, outcome: &str, reason: &str) -> f64 {
+    let text = get_keyed(node, "/metrics").await;
+    crate::dashboard::sample(
+        &crate::dashboard::scrape(&text),
+        "agora_agh_network_envelopes_total",
+        &[("outcome", outcome), ("reason", reason)],
+    )
+    .unwrap_or(0.0)
+}
+
+/// An AGH `say` into `channel` stamped `ts`.
+fn say(from: &str, channel: &str, text: &str, ts: i64) -> Value {
+    json!({"protocol": "agh-network/v0", "id": format!("{from}-{channel}-{text}"), "kind": "say",
+        "channel": channel, "from": from, "to": null, "ts": ts, "body": {"text": text},
+        "proof": null})
+}
+
+/// Waits until `node`'s `/status` `clock` satisfies `ok`; the section.
+async fn clock_until(node: &Node, what: &str, ok: impl Fn(&Value) -> bool) -> Value {
+    let mut last = Value::Null;
+    let seen = eventually(WAIT, async || {
+        last = status(node).await["clock"].clone();
+        ok(&last).then(|| last.clone())
+    })
+    .await;
+    seen.unwrap_or_else(|| panic!("{what}: {last}"))
+}
+
+/// One node (S) whose clock runs two minutes ahead, then two minutes behind, among two whose
+/// clocks are right (A, B): S says in its log and `/status` that its clock disagrees with its
+/// peers' while A and B do not; every node keeps taking the others' gossip (inside the
+/// freshness windows); an AGH envelope that A takes but that is outside the replay age on S's
+/// clock is refused there as `expired` and counted, and one inside it is delivered.
+#[test]
+fn a_clock_two_minutes_off_is_reported_and_the_windows_hold() {
+    let Some(cluster) = cluster(4) else { return };
+    if !support::external(
+        "libfaketime",
+        support::cluster::faketime_library().is_some(),
+        "apt-get install faketime",
+    ) {
+        return;
+    }
+    let a = cluster.start(0, &Start::default());
+    let boot_a = cluster.host(0).p2p(&a.peer_id);
+    let b = cluster.start(
+        1,
+        &Start {
+            bootstrap: vec![boot_a.clone()],
+            ..Start::default()
+        },
+    );
+    let boot = vec![boot_a, cluster.host(1).p2p(&b.peer_id)];
+    for skew in [120_i64, -120] {
+        let log = support::Log::default();
+        let s = cluster.start(
+            2,
+            &Start {
+                bootstrap: boot.clone(),
+                skew_secs: Some(skew),
+                log: Some(log.clone()),
+                ..Start::default()
+            },
+        );
+        cluster.run(3, || async {
+            // S reads its peers' clocks off their envelopes: they are `skew` behind it.
+            let want = -skew * 1000;
+            let c = clock_until(&s, "S says its clock disagrees", |c| {
+                c["disagrees"] == true
+                    && c["offset_ms"]
+                        .as_i64()
+                        .is_some_and(|o| (o - want).abs() < 5_000)
+            })
+            .await;
+            assert_eq!(c["peers"], 2, "{c}");
+            // A and B took S's envelopes (inside the 300 s window) and trust their own clocks.
+            for n in [&a, &b] {
+                clock_until(n, "A and B agree with their peers", |c| {
+                    c["peers"] == 2 && c["disagrees"] == false
+                })
+                .await;
+            }
+
+            // AGH: an agent on A and one on S in one channel.
+            let auth = bearer();
+            let key = [(auth.0, auth.1.as_str())];
+            let channel = if skew > 0 { "ahead" } else { "behind" };
+            let mut on_s = support::Agent::connect_with(&s.agh, "on-s", channel, &key).await;
+            on_s.greet(&["listen"]).await;
+            let mut on_a = support::Agent::connect_with(&a.agh, "on-a", channel, &key).await;
+            on_a.greet(&["talk"]).await;
+            let both = eventually(WAIT, async || {
+                let body = get_keyed(&a, &format!("/agh/v0/peers?channel={channel}")).await;
+                body.contains("on-s").then_some(())
+            })
+            .await;
+            assert!(both.is_some(), "A sees S's agent");
+            // 200 s off true time on the side S's clock is off: A takes it (200 < 300), S
+            // finds it 320 s off and refuses it as expired. 60 s off: both take it.
+            let expired_before = agh_from_network(&s, "rejected", "expired").await;
+            let far = support::now() - skew.signum() * 200;
+            let near = support::now() - skew.signum() * 60;
+            on_a.send(&say("on-a", channel, "far", far)).await;
+            on_a.send(&say("on-a", channel, "near", near)).await;
+            let heard = on_s
+                .expect(WAIT, |v| v["kind"] == "say" && v["body"]["text"] == "near")
+                .await;
+            assert!(heard.is_some(), "S delivers the envelope inside its window");
+            let counted = eventually(WAIT, async || {
+                (agh_from_network(&s, "rejected", "expired").await > expired_before).then_some(())
+            })
+            .await;
+            assert!(
+                counted.is_some(),
+                "S counts the refused envelope as expired"
+            );
+            on_a.close().await;
+            on_s.close().await;
+        });
+        assert!(
+            log.count(&["the clock disagrees"]) >= 1,
+            "S says so in its log"
+        );
+        drop(s);
+    }
+}

@@ -50,6 +50,7 @@ mod memory_cli;
 mod mesh;
 mod nats;
 mod openrpc;
+mod partition;
 mod payments;
 mod restart;
 mod rpc;

@@ -104,6 +104,8 @@ pub(crate) struct Start {
     pub(crate) skew_secs: Option<i64>,
     /// Collect the node's log.
     pub(crate) log: Option<Log>,
+    /// The AGH greet interval in seconds (remote presence lasts twice as long); 30 by default.
+    pub(crate) greet_secs: Option<u64>,
 }
 
 /// Hosts in network namespaces on one bridge; see the module doc.
@@ -213,7 +215,7 @@ impl Cluster {
             place,
             &host.data,
             &bootstrap,
-            30,
+            start.greet_secs.unwrap_or(30),
             &args,
             &env,
             start.log.clone(),
@@ -266,9 +268,16 @@ impl Cluster {
         &self.hosts[i].data
     }
 
-    /// Runs the future `f` makes to its end on a runtime whose threads live on host `i` — the
-    /// test as a client on that host. A panic in it is raised again here (the cluster is then
-    /// dropped).
+    /// A runtime whose threads live on host `i`: what it spawns runs as a client on that host
+    /// (drop it outside any runtime, or shut it down in the background).
+    pub(crate) fn runtime(&self, i: usize) -> tokio::runtime::Runtime {
+        let ns = self.hosts[i].ns.clone();
+        std::thread::scope(|scope| scope.spawn(move || runtime_in(&ns)).join().unwrap())
+    }
+
+    /// Runs the future `f` makes to its end on a thread of host `i` (with a runtime there) —
+    /// the test as a client on that host. A panic in it is raised again here (the cluster is
+    /// then dropped).
     pub(crate) fn run<C, F>(&self, i: usize, f: C) -> F::Output
     where
         C: FnOnce() -> F + Send,
@@ -277,15 +286,7 @@ impl Cluster {
     {
         let ns = self.hosts[i].ns.clone();
         std::thread::scope(|scope| {
-            let handle = scope.spawn(move || {
-                enter(&ns);
-                tokio::runtime::Builder::new_multi_thread()
-                    .worker_threads(2)
-                    .enable_all()
-                    .build()
-                    .unwrap()
-                    .block_on(f())
-            });
+            let handle = scope.spawn(move || runtime_in(&ns).block_on(f()));
             handle
                 .join()
                 .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
@@ -293,10 +294,16 @@ impl Cluster {
     }
 }
 
-/// Moves the calling thread into network namespace `ns` (threads it starts inherit it).
-fn enter(ns: &str) {
+/// Moves the calling thread into network namespace `ns` (threads it starts inherit it) and
+/// builds a runtime there.
+fn runtime_in(ns: &str) -> tokio::runtime::Runtime {
     let file = std::fs::File::open(format!("/var/run/netns/{ns}")).unwrap();
     nix::sched::setns(file, nix::sched::CloneFlags::CLONE_NEWNET).unwrap();
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap()
 }
 
 impl Drop for Cluster {

@@ -521,9 +521,17 @@ pub(crate) struct Agent {
 
 impl Agent {
     pub(crate) async fn connect(agh_url: &str, peer_id: &str, channel: &str) -> Self {
-        let (ws, _) = tokio_tungstenite::connect_async(agh_url)
-            .await
-            .expect("ws connects");
+        Self::connect_with(agh_url, peer_id, channel, &[]).await
+    }
+
+    /// [`Agent::connect`] with extra upgrade headers (an `Authorization` with the API key).
+    pub(crate) async fn connect_with(
+        agh_url: &str,
+        peer_id: &str,
+        channel: &str,
+        headers: &[(&str, &str)],
+    ) -> Self {
+        let ws = ws_with(agh_url, headers).await.expect("ws connects");
         Self {
             peer_id: peer_id.to_owned(),
             channel: channel.to_owned(),
