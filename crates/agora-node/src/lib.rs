@@ -280,6 +280,7 @@ pub async fn run_until(
         openrpc: openrpc_doc,
         directory,
         clocks,
+        agh_in_flight: agh::InFlight::default(),
     };
     spawn_routers(
         &state,

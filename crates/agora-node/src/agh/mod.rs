@@ -213,6 +213,9 @@ pub enum Input {
         bytes: Vec<u8>,
         /// Where the verdict goes (HTTP posts wait for it); WebSocket agents get error frames.
         verdict: Option<oneshot::Sender<Verdict>>,
+        /// The envelope's share of the bytes in flight ([`InFlight`]), given back once the
+        /// service has handled it.
+        held: Held,
     },
     /// List present peers.
     Peers {
@@ -243,6 +246,60 @@ pub enum Input {
     /// The most recently updated interactions (at most [`MAX_REPORTED_INTERACTIONS`]), newest
     /// first, for the dashboard.
     Interactions(oneshot::Sender<serde_json::Value>),
+}
+
+/// Bytes of agents' envelopes on their way to or in the AGH service, all connections together.
+/// The service's queue is counted in messages (4,096); with envelopes of up to 1 MiB that alone
+/// would hold 4 GiB: an agent sending 1 MiB envelopes as fast as it could grew the node to 948 MB.
+pub const BYTES_IN_FLIGHT: usize = 32 << 20;
+/// … and of one connection (an agent's WebSocket, an HTTP post).
+pub const CONN_BYTES_IN_FLIGHT: usize = 4 << 20;
+
+/// The budget of [`BYTES_IN_FLIGHT`], shared by the faces that take agents' envelopes. A face
+/// takes an envelope's share, from its connection's [`CONN_BYTES_IN_FLIGHT`] too, before it
+/// reads the next frame: past either bound it waits, so the agent's socket fills and TCP holds
+/// the agent back.
+#[derive(Clone, Debug)]
+pub struct InFlight(std::sync::Arc<tokio::sync::Semaphore>);
+
+impl Default for InFlight {
+    fn default() -> Self {
+        Self(std::sync::Arc::new(tokio::sync::Semaphore::new(
+            BYTES_IN_FLIGHT,
+        )))
+    }
+}
+
+/// One envelope's share of [`InFlight`] (and of its connection's budget); released on drop.
+#[derive(Debug)]
+pub struct Held(
+    #[allow(dead_code, reason = "held for its drop")] Vec<tokio::sync::OwnedSemaphorePermit>,
+);
+
+impl InFlight {
+    /// A connection's own budget of [`CONN_BYTES_IN_FLIGHT`].
+    pub fn connection() -> std::sync::Arc<tokio::sync::Semaphore> {
+        std::sync::Arc::new(tokio::sync::Semaphore::new(CONN_BYTES_IN_FLIGHT))
+    }
+
+    /// Waits until `len` bytes fit in `conn`'s budget and in this one; `None` once either is
+    /// closed (never, in practice).
+    pub async fn hold(
+        &self,
+        conn: &std::sync::Arc<tokio::sync::Semaphore>,
+        len: usize,
+    ) -> Option<Held> {
+        let share = |cap: usize| u32::try_from(len.clamp(1, cap)).unwrap_or(u32::MAX);
+        let mine = std::sync::Arc::clone(conn)
+            .acquire_many_owned(share(CONN_BYTES_IN_FLIGHT))
+            .await
+            .ok()?;
+        let all = std::sync::Arc::clone(&self.0)
+            .acquire_many_owned(share(BYTES_IN_FLIGHT))
+            .await
+            .ok()?;
+        Some(Held(vec![mine, all]))
+    }
 }
 
 /// AGH counters.
@@ -560,7 +617,11 @@ impl<I: IdSource> Service<I> {
                 conn,
                 bytes,
                 verdict,
-            } => self.agent_envelope(conn, &bytes, verdict).await,
+                held,
+            } => {
+                self.agent_envelope(conn, &bytes, verdict).await;
+                drop(held);
+            }
             Input::Peers { channel, reply } => {
                 let _ = reply.send(self.peers(channel.as_deref()));
             }

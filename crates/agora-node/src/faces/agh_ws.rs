@@ -48,6 +48,7 @@ async fn agh_ws(
 
 async fn agent_session(state: AppState, socket: WebSocket) {
     let conn = state.next_conn();
+    let budget = crate::agh::InFlight::connection();
     let (frames_tx, mut frames_rx) = mpsc::channel::<String>(AGENT_QUEUE);
     if state
         .agh
@@ -121,10 +122,14 @@ async fn agent_session(state: AppState, socket: WebSocket) {
                     let _ = frames_tx.try_send(reply.to_string());
                     continue;
                 }
+                let Some(held) = state.agh_in_flight.hold(&budget, text.len()).await else {
+                    break;
+                };
                 let input = Input::FromAgent {
                     conn,
                     bytes: text.as_bytes().to_vec(),
                     verdict: None,
+                    held,
                 };
                 if state.agh.send(input).await.is_err() {
                     break;

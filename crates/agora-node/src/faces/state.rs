@@ -51,6 +51,8 @@ pub struct AppState {
     pub directory: mpsc::Sender<crate::directory::Input>,
     /// What the peers' clocks say (`/status` `clock`).
     pub clocks: Arc<crate::clock::PeerClocks>,
+    /// Bytes of agents' envelopes in flight to the AGH service, all faces together.
+    pub agh_in_flight: crate::agh::InFlight,
 }
 
 impl AppState {

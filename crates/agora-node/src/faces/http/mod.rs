@@ -284,16 +284,21 @@ async fn post_envelopes(State(state): State<AppState>, body: axum::body::Bytes) 
         return unavailable();
     }
     let mut results = Vec::new();
+    let budget = crate::agh::InFlight::connection();
     for line in body.split(|&b| b == b'\n') {
         let line = line.strip_suffix(b"\r").unwrap_or(line);
         if line.iter().all(u8::is_ascii_whitespace) {
             continue;
         }
         let (tx, rx) = oneshot::channel();
+        let Some(held) = state.agh_in_flight.hold(&budget, line.len()).await else {
+            return unavailable();
+        };
         let input = Input::FromAgent {
             conn,
             bytes: line.to_vec(),
             verdict: Some(tx),
+            held,
         };
         if state.agh.send(input).await.is_err() {
             return unavailable();
