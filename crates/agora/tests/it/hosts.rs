@@ -308,3 +308,166 @@ fn a_clock_two_minutes_off_is_reported_and_the_windows_hold() {
         drop(s);
     }
 }
+
+/// Delivery figures of one gossip run.
+struct Figures {
+    delivered: f64,
+    p50: Duration,
+    p99: Duration,
+    max: Duration,
+}
+
+/// Agents on `nodes` (one each, its client on `rts[i]`) in one channel; the first says
+/// `MESSAGES` texts, one every 10 ms; every other agent's receipt time of each.
+fn gossip_figures(nodes: &[Node], rts: &[tokio::runtime::Runtime]) -> Figures {
+    const MESSAGES: usize = 300;
+    use crate::partition::{Agent, Ep, presence_agrees};
+    let eps: Vec<Ep> = nodes.iter().map(Ep::of).collect();
+    let main = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    main.block_on(async {
+        let agents: Vec<Agent> = (0..nodes.len())
+            .map(|i| Agent::start(&rts[i], &eps[i], &format!("bench-{i}")))
+            .collect();
+        let names = (0..nodes.len()).map(|i| format!("bench-{i}")).collect();
+        let formed = eventually(Duration::from_secs(90), async || {
+            presence_agrees(&eps, rts, &names).await.then_some(())
+        })
+        .await;
+        assert!(formed.is_some(), "every node sees every agent");
+        // Warm up until a message reaches every agent: the topic's mesh has formed.
+        let mut w = 0;
+        let warm = eventually(Duration::from_secs(60), async || {
+            w += 1;
+            let text = format!("warm-{w}");
+            agents[0].say(&text);
+            tokio::time::sleep(Duration::from_millis(500)).await;
+            agents[1..]
+                .iter()
+                .all(|a| a.heard_at(&text).is_some())
+                .then_some(())
+        })
+        .await;
+        assert!(warm.is_some(), "the channel's mesh forms");
+        let mut sent = Vec::new();
+        for k in 0..MESSAGES {
+            let text = format!("m-{k}");
+            sent.push((text.clone(), std::time::Instant::now()));
+            agents[0].say(&text);
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        let _ = eventually(Duration::from_secs(20), async || {
+            sent.iter()
+                .all(|(t, _)| agents[1..].iter().all(|a| a.heard_at(t).is_some()))
+                .then_some(())
+        })
+        .await;
+        let mut lat: Vec<Duration> = Vec::new();
+        for (text, at) in &sent {
+            for a in &agents[1..] {
+                if let Some(got) = a.heard_at(text) {
+                    lat.push(got.saturating_duration_since(*at));
+                }
+            }
+        }
+        for a in &agents {
+            a.leave();
+        }
+        let want = sent.len() * (agents.len() - 1);
+        lat.sort_unstable();
+        let pick = |q: f64| lat[((lat.len() as f64 - 1.0) * q) as usize];
+        Figures {
+            delivered: lat.len() as f64 / want as f64,
+            p50: pick(0.5),
+            p99: pick(0.99),
+            max: lat.last().copied().unwrap_or_default(),
+        }
+    })
+}
+
+/// Gossip across ten namespaced hosts against the same ten nodes on loopback, in one run
+/// (`docs/performance.md` "Gossip across hosts"): an AGH agent on every node in one channel,
+/// 300 `say` messages from one of them, each node's agent's receipt time. A benchmark, not run by
+/// CI (about 15 s); as root:
+/// `cargo test -p agora --test it -- --ignored hosts::gossip_across --nocapture`.
+#[test]
+#[ignore = "a benchmark (about 15 s, root): run by hand"]
+fn gossip_across_ten_hosts_against_loopback() {
+    const NODES: usize = 10;
+    let Some(cluster) = cluster(NODES) else {
+        return;
+    };
+    let runtimes = |n: usize, f: &dyn Fn(usize) -> tokio::runtime::Runtime| -> Vec<_> {
+        (0..n).map(f).collect()
+    };
+    // Every node joins node 0 and the node started just before it.
+    let mut hosts: Vec<Node> = Vec::new();
+    for i in 0..NODES {
+        let mut bootstrap = Vec::new();
+        for j in [0, i.saturating_sub(1)] {
+            if j < i && !bootstrap.contains(&cluster.host(j).p2p(&hosts[j].peer_id)) {
+                bootstrap.push(cluster.host(j).p2p(&hosts[j].peer_id));
+            }
+        }
+        let start = Start {
+            bootstrap,
+            greet_secs: Some(5),
+            ..Start::default()
+        };
+        hosts.push(cluster.start(i, &start));
+    }
+    let rts = runtimes(NODES, &|i| cluster.runtime(i));
+    let across = gossip_figures(&hosts, &rts);
+    drop(hosts);
+    for rt in rts {
+        rt.shutdown_background();
+    }
+
+    let dir = tempfile::tempdir().unwrap();
+    let key = [("AGORA_API_KEY", TEST_API_KEY)];
+    let mut local: Vec<Node> = Vec::new();
+    for i in 0..NODES {
+        let mut bootstrap: Vec<String> = Vec::new();
+        for j in [0, i.saturating_sub(1)] {
+            if j < i && !bootstrap.contains(&local[j].p2p) {
+                bootstrap.push(local[j].p2p.clone());
+            }
+        }
+        let boot: Vec<&str> = bootstrap.iter().map(String::as_str).collect();
+        local.push(support::spawn_node_env(
+            &dir.path().join(format!("n{i}")),
+            &boot,
+            5,
+            &[],
+            &key,
+        ));
+    }
+    let rts = runtimes(NODES, &|_| {
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .enable_all()
+            .build()
+            .unwrap()
+    });
+    let loopback = gossip_figures(&local, &rts);
+    for rt in rts {
+        rt.shutdown_background();
+    }
+    for (name, f) in [("10 hosts", &across), ("loopback", &loopback)] {
+        eprintln!(
+            "gossip {name}: delivered {:.2} %, p50 {:?}, p99 {:?}, max {:?}",
+            f.delivered * 100.0,
+            f.p50,
+            f.p99,
+            f.max
+        );
+    }
+    eprintln!(
+        "ratio hosts/loopback: p50 {:.2}, p99 {:.2}",
+        across.p50.as_secs_f64() / loopback.p50.as_secs_f64(),
+        across.p99.as_secs_f64() / loopback.p99.as_secs_f64()
+    );
+    assert!(across.delivered > 0.99 && loopback.delivered > 0.99);
+}

@@ -26,7 +26,7 @@ use crate::support::{Node, TEST_API_KEY, request, rpc_call, ws_with};
 const N: usize = 5;
 /// The hosts of the smaller side.
 const SIDE_B: [usize; 2] = [3, 4];
-const CHANNEL: &str = "work";
+pub(crate) const CHANNEL: &str = "work";
 /// The stated bounds after the heal (`docs/reliability.md` "A partition"; measured 5.1 s and
 /// 20.1 s on two cores): every task message published after the heal delivered to every
 /// subscriber and AGH presence agreeing on every node…
@@ -36,14 +36,14 @@ const MEMORY_BOUND: Duration = Duration::from_secs(60);
 
 /// What a client needs of a node (owned, for tasks on other runtimes).
 #[derive(Clone)]
-struct Ep {
+pub(crate) struct Ep {
     rpc: String,
     http: String,
     agh: String,
 }
 
 impl Ep {
-    fn of(node: &Node) -> Self {
+    pub(crate) fn of(node: &Node) -> Self {
         Self {
             rpc: node.rpc.clone(),
             http: node.http.trim_start_matches("http://").to_owned(),
@@ -79,16 +79,16 @@ async fn get(ep: Ep, path: String) -> Value {
 }
 
 /// An AGH agent held open by a task on its host's runtime: it greets into [`CHANNEL`], says
-/// what it is told to, and records the `say` texts it receives.
-struct Agent {
+/// what it is told to, and records the `say` texts it receives and when.
+pub(crate) struct Agent {
     say: mpsc::Sender<Option<String>>,
-    heard: Arc<Mutex<BTreeSet<String>>>,
+    heard: Arc<Mutex<BTreeMap<String, Instant>>>,
 }
 
 impl Agent {
-    fn start(rt: &Runtime, ep: &Ep, peer: &str) -> Self {
-        let (say, mut rx) = mpsc::channel::<Option<String>>(256);
-        let heard = Arc::new(Mutex::new(BTreeSet::new()));
+    pub(crate) fn start(rt: &Runtime, ep: &Ep, peer: &str) -> Self {
+        let (say, mut rx) = mpsc::channel::<Option<String>>(1024);
+        let heard = Arc::new(Mutex::new(BTreeMap::new()));
         let (url, peer, log) = (ep.agh.clone(), peer.to_owned(), heard.clone());
         rt.spawn(async move {
             let a = auth();
@@ -127,7 +127,7 @@ impl Agent {
                             if v["kind"] == "say"
                                 && let Some(text) = v["body"]["text"].as_str()
                             {
-                                log.lock().unwrap().insert(text.to_owned());
+                                log.lock().unwrap().insert(text.to_owned(), Instant::now());
                             }
                         }
                         Some(Ok(_)) => {}
@@ -139,19 +139,24 @@ impl Agent {
         Self { say, heard }
     }
 
-    fn say(&self, text: &str) {
+    pub(crate) fn say(&self, text: &str) {
         assert!(
             self.say.try_send(Some(text.to_owned())).is_ok(),
             "the agent keeps up"
         );
     }
 
-    fn leave(&self) {
+    pub(crate) fn leave(&self) {
         let _ = self.say.try_send(None);
     }
 
     fn heard(&self, text: &str) -> bool {
-        self.heard.lock().unwrap().contains(text)
+        self.heard.lock().unwrap().contains_key(text)
+    }
+
+    /// When the agent received `text`.
+    pub(crate) fn heard_at(&self, text: &str) -> Option<Instant> {
+        self.heard.lock().unwrap().get(text).copied()
     }
 }
 
@@ -428,8 +433,8 @@ async fn scenario(cluster: &Cluster, eps: &[Ep], rts: &[Runtime]) {
 }
 
 /// Whether every node lists exactly `names` in [`CHANNEL`].
-async fn presence_agrees(eps: &[Ep], rts: &[Runtime], names: &BTreeSet<String>) -> bool {
-    for i in 0..N {
+pub(crate) async fn presence_agrees(eps: &[Ep], rts: &[Runtime], names: &BTreeSet<String>) -> bool {
+    for i in 0..eps.len() {
         let v = on(
             &rts[i],
             get(eps[i].clone(), format!("/agh/v0/peers?channel={CHANNEL}")),
