@@ -29,6 +29,7 @@ mod cli;
 mod cli_call;
 mod client;
 mod crash;
+mod crash_loop;
 mod dashboard;
 mod dashboard_browser;
 mod directory;

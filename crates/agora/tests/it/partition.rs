@@ -37,9 +37,9 @@ const MEMORY_BOUND: Duration = Duration::from_secs(60);
 /// What a client needs of a node (owned, for tasks on other runtimes).
 #[derive(Clone)]
 pub(crate) struct Ep {
-    rpc: String,
-    http: String,
-    agh: String,
+    pub(crate) rpc: String,
+    pub(crate) http: String,
+    pub(crate) agh: String,
 }
 
 impl Ep {
