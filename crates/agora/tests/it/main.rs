@@ -50,6 +50,7 @@ mod mesh;
 mod nats;
 mod openrpc;
 mod payments;
+mod pulse;
 mod restart;
 mod rpc;
 mod sdk_python;
