@@ -60,6 +60,10 @@ pub struct Pulse {
     proving: AtomicBool,
     /// The last round this node published a proof of (0: none).
     proved: AtomicU64,
+    /// The round the node started in: its first proof is of the next one, so a node that
+    /// lives less than a round (tests, restarts) does no work, and nodes started together
+    /// prove at the round's start like the others.
+    started: u64,
     /// Weights changed since the scores were last set.
     pub(super) changed: AtomicBool,
     queued: Arc<Semaphore>,
@@ -78,6 +82,7 @@ impl Pulse {
             metric.clone(),
         );
         Self {
+            started: pulse::round_of(now_ms(), round_ms),
             round_ms,
             table: Mutex::new(Participation::new(MAX_IDENTITIES)),
             proving: AtomicBool::new(false),
@@ -129,12 +134,15 @@ impl Pulse {
 }
 
 impl Shared {
-    /// At each tick: when a new round began and no proof is being computed, does the round's
-    /// work on a blocking thread and publishes the proof.
+    /// At each tick: when a new round began (not the one the node started in) and no proof is
+    /// being computed, does the round's work on a blocking thread and publishes the proof.
     pub(super) fn pulse_tick(self: &Arc<Self>) {
         let p = &self.pulse;
         let round = p.round();
-        if round <= p.proved.load(Ordering::Acquire) || p.proving.swap(true, Ordering::AcqRel) {
+        if round <= p.started
+            || round <= p.proved.load(Ordering::Acquire)
+            || p.proving.swap(true, Ordering::AcqRel)
+        {
             return;
         }
         let s = Arc::clone(self);
