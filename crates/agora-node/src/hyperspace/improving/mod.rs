@@ -76,14 +76,14 @@ use super::learning::ChatConfig;
 use super::learning::llm::Chat;
 use super::random_hex;
 use super::service::{internal, spawn_call};
-
-pub mod pulse;
 use crate::call::Call;
 use crate::clock::now_ms;
 use crate::config::Config;
 use crate::mesh;
 use crate::routes::{self, CallRoute, Delivery, EventKey, EventRoute};
 use crate::store::Store;
+
+pub mod pulse;
 
 /// Calls handled at once; beyond, −32003.
 const IN_FLIGHT: usize = 64;
