@@ -27,6 +27,7 @@
 //! | Learning primitive: playbooks, reflection | [`learning`] | §5.1 |
 //! | Self-Improving primitive: trajectories, libraries, curation | [`improving`] | §5.2, §7.3, §9.4 |
 //! | Micropayments primitive: challenges, credentials, channels, settlement | [`payments`] | §6 |
+//! | Sybil resistance: pulse rounds (work, Merkle commitment, challenge, participation weights) | [`pulse`] | §9.4 |
 #![warn(missing_docs)]
 
 pub mod announce;
@@ -42,6 +43,7 @@ pub mod openrpc;
 pub mod params;
 pub mod payments;
 pub mod peer_id;
+pub mod pulse;
 pub mod recursive;
 pub mod state;
 pub mod strict_key;

@@ -214,6 +214,7 @@ pub async fn run_until(
         key: key()?,
         mesh: m(),
         runtime,
+        telemetry: Arc::clone(&telemetry),
     };
     let imp =
         (improving::start(&config, store.clone(), imp).await).map_err(NodeError::Improving)?;

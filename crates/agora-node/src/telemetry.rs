@@ -30,7 +30,7 @@ pub const MAX_EVENTS: usize = 100;
 pub const FACES: [&str; 5] = ["agh", "rpc", "http", "agtp", "nats"];
 
 /// Topic families, as labels (see [`topic_family`]).
-pub const TOPIC_FAMILIES: [&str; 9] = [
+pub const TOPIC_FAMILIES: [&str; 10] = [
     "agh",
     "capabilities",
     "tasks",
@@ -38,6 +38,7 @@ pub const TOPIC_FAMILIES: [&str; 9] = [
     "trajectories",
     "reputation",
     "settlements",
+    "pulse",
     "hyperspace",
     "other",
 ];
@@ -54,6 +55,7 @@ pub fn topic_family(topic: &str) -> &'static str {
         Some(r) if r.starts_with("trajectories") => "trajectories",
         Some(r) if r.starts_with("reputation") => "reputation",
         Some(r) if r.starts_with("settlements") => "settlements",
+        Some(r) if r.starts_with("pulse/") => "pulse",
         Some(_) => "hyperspace",
     }
 }

@@ -9,7 +9,7 @@
 //! | `hyperspace/trajectories/{taskType}` | one [`Trajectory`] in camelCase, redacted | by `improving.recordTrajectory` when sharing is on and the run has a reward |
 //! | `hyperspace/reputation/{peerId}` | a [`ReputationView`]: `{peerId, ts, contributors: [{peerId, uses, successes, weight}]}`, at most [`MAX_VIEW_ENTRIES`] | by `{peerId}` itself, when its view changed |
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 use serde::{Deserialize, Serialize};
 
@@ -160,16 +160,64 @@ impl ReputationView {
 pub const SCORE_CONFIDENCE_USES: u64 = 10;
 /// Application score of a contributor whose weight is 0 or 1 with full confidence.
 pub const SCORE_SCALE: f64 = 200.0;
+/// Share of the score that other nodes' reputation views (hearsay) add to this node's own.
+pub const HEARSAY_SHARE: f64 = 0.5;
+/// The weight of this node's own silence in the mean of views: views of viewers whose pulse
+/// weights sum to less than this move the hearsay part proportionally less.
+pub const HEARSAY_PRIOR: f64 = 1.0;
+/// Application score of an identity at the pulse cap (weight 1), in proportion below.
+pub const PULSE_SCORE: f64 = 20.0;
 
-/// The gossipsub application score of `peer` (spec §9.4 fed into the mesh): `200 × (w − 0.5)
-/// × min(uses, 10) / 10`, so a stranger is 0, a contributor whose exemplars preceded 10
-/// failures and no success is −83 (below gossipsub's graylist threshold of −80 in Agora's
-/// settings), and one whose exemplars always helped approaches +100.
+fn standing_score(uses: u64, successes: u64) -> f64 {
+    let s = super::library::Standing { uses, successes };
+    let confidence = uses.min(SCORE_CONFIDENCE_USES) as f64 / SCORE_CONFIDENCE_USES as f64;
+    SCORE_SCALE * (s.weight() - 0.5) * confidence
+}
+
+/// The gossipsub application score of `peer` (spec §9.4 fed into the mesh), from three parts:
+///
+/// - this node's own standing of it: `200 × (w − 0.5) × min(uses, 10) / 10`, so a stranger is
+///   0, a contributor whose exemplars preceded 10 failures and no success is −83 (below
+///   gossipsub's graylist threshold of −80 in Agora's settings), and one whose exemplars
+///   always helped approaches +100;
+/// - hearsay: [`HEARSAY_SHARE`] × the mean of the same formula over `views` of other nodes
+///   (a peer's view of itself is not counted), each view weighted by its viewer's pulse weight
+///   *earned* ([`Trust::earned`](super::library::Trust::earned): 0 for an identity that passed
+///   no round), with [`HEARSAY_PRIOR`] of weight at 0 — so views of fresh identities move
+///   nothing, and few low-weight viewers move little;
+/// - participation: [`PULSE_SCORE`] × the pulse weight `peer` earned, unless the two parts
+///   above are negative (work does not buy back a bad name).
+///
+/// A positive reputation counts in proportion to `peer`'s pulse weight
+/// ([`Trust::of`](super::library::Trust::of)), so a fresh identity's good name counts for
+/// little; a bad one counts in full. Without pulse data (weights all 1, none earned) this is
+/// the node's own standing alone.
 #[must_use]
-pub fn app_score(rep: &Reputation, peer: &str) -> f64 {
+pub fn app_score(rep: &Reputation, views: &BTreeMap<String, ReputationView>, peer: &str) -> f64 {
     let s = rep.peers.get(peer).copied().unwrap_or_default();
-    let confidence = s.uses.min(SCORE_CONFIDENCE_USES) as f64 / SCORE_CONFIDENCE_USES as f64;
-    let score = SCORE_SCALE * (s.weight() - 0.5) * confidence;
+    let own = standing_score(s.uses, s.successes);
+    let (mut sum, mut weight) = (0.0, 0.0);
+    for (viewer, v) in views {
+        let w = rep.trust.earned(viewer);
+        if viewer == peer || w <= 0.0 {
+            continue;
+        }
+        if let Some(e) = v.contributors.iter().find(|e| e.peer_id == peer) {
+            sum += w * standing_score(e.uses, e.successes.min(e.uses));
+            weight += w;
+        }
+    }
+    let mut reputation = own + HEARSAY_SHARE * sum / (weight + HEARSAY_PRIOR);
+    if reputation > 0.0 {
+        reputation *= rep.trust.of(peer);
+    }
+    // Work does not buy back a bad name: a peer below 0 stays where its reputation puts it.
+    let pulse = if reputation < 0.0 {
+        0.0
+    } else {
+        PULSE_SCORE * rep.trust.earned(peer)
+    };
+    let score = reputation + pulse;
     (score * 1000.0).round() / 1000.0
 }
 
@@ -231,15 +279,16 @@ mod tests {
     #[test]
     fn views_and_scores_follow_the_reputation() {
         let mut rep = Reputation::new(10);
-        assert!(app_score(&rep, "stranger").abs() < f64::EPSILON);
+        let none = BTreeMap::new();
+        assert!(app_score(&rep, &none, "stranger").abs() < f64::EPSILON);
         for _ in 0..10 {
             rep.record("spammer", false);
         }
         for _ in 0..3 {
             rep.record("helper", true);
         }
-        assert!(app_score(&rep, "spammer") < -80.0);
-        assert!(app_score(&rep, "helper") > 0.0);
+        assert!(app_score(&rep, &none, "spammer") < -80.0);
+        assert!(app_score(&rep, &none, "helper") > 0.0);
         let view = ReputationView::of("me", &rep, 5);
         assert_eq!(view.contributors[0].peer_id, "spammer");
         let d = serde_json::to_string(&view).unwrap();
@@ -247,5 +296,80 @@ mod tests {
         assert!(ReputationView::decode(&d, "other").is_err());
         let bad = d.replace("\"successes\":3", "\"successes\":9");
         assert!(ReputationView::decode(&bad, "me").is_err());
+    }
+
+    #[test]
+    fn fresh_identities_views_and_names_count_for_little() {
+        use crate::improving::library::Trust;
+        // Three established nodes (pulse weight 1) and twenty fresh keys.
+        let established = ["e0", "e1", "e2"];
+        let sybils: Vec<String> = (0..20).map(|i| format!("sybil{i}")).collect();
+        let mut rep = Reputation::new(100);
+        rep.trust = Trust {
+            weights: established.map(|p| (p.to_owned(), 1.0)).into(),
+            default: crate::pulse::FLOOR,
+        };
+        // Every sybil says every other sybil is excellent and the established nodes are bad.
+        let mut views = BTreeMap::new();
+        for me in &sybils {
+            let mut contributors: Vec<ViewEntry> = sybils
+                .iter()
+                .filter(|p| *p != me)
+                .map(|p| ViewEntry {
+                    peer_id: p.clone(),
+                    uses: 100,
+                    successes: 100,
+                    weight: 1.0,
+                })
+                .collect();
+            contributors.extend(established.iter().map(|p| ViewEntry {
+                peer_id: (*p).to_owned(),
+                uses: 100,
+                successes: 0,
+                weight: 0.0,
+            }));
+            views.insert(
+                me.clone(),
+                ReputationView {
+                    peer_id: me.clone(),
+                    ts: 1,
+                    contributors,
+                },
+            );
+        }
+        // This node itself found each sybil's exemplars helpful a few times.
+        for s in &sybils {
+            for _ in 0..3 {
+                rep.record(s, true);
+            }
+        }
+        let fresh: Vec<f64> = sybils.iter().map(|s| app_score(&rep, &views, s)).collect();
+        let old: Vec<f64> = established
+            .iter()
+            .map(|e| app_score(&rep, &views, e))
+            .collect();
+        let best_fresh = fresh.iter().copied().fold(f64::MIN, f64::max);
+        let worst_old = old.iter().copied().fold(f64::MAX, f64::min);
+        assert!(best_fresh < worst_old, "{fresh:?} {old:?}");
+        assert!(fresh.iter().sum::<f64>() < old.iter().sum::<f64>());
+        assert!(
+            (worst_old - PULSE_SCORE).abs() < 1e-9,
+            "sybil views move nothing"
+        );
+        // An established viewer's view does count.
+        views.insert(
+            "e0".into(),
+            ReputationView {
+                peer_id: "e0".into(),
+                ts: 1,
+                contributors: vec![ViewEntry {
+                    peer_id: "e1".into(),
+                    uses: 10,
+                    successes: 10,
+                    weight: 0.9167,
+                }],
+            },
+        );
+        assert!(app_score(&rep, &views, "e1") > PULSE_SCORE + 10.0);
     }
 }

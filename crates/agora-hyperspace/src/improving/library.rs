@@ -14,10 +14,17 @@
 //! **Reputation** ([`Reputation`]): per contributor, uses of its exemplars and the successes of
 //! the runs that used them; weight `(successes + 1) / (uses + 2)` (0.5 for a stranger).
 //!
+//! **Participation** ([`Trust`], §9.4 "Sybil resistance", [`crate::pulse`]): the node's pulse
+//! weight of each contributor (`FLOOR` for an identity that passed no round, at most 1)
+//! multiplies its trajectories' exemplar scores and eviction utility, so a thousand fresh keys
+//! do not outrank or crowd out contributors that keep doing the round's work. Without pulse
+//! data every contributor weighs 1.
+//!
 //! **Exemplars** ([`Library::exemplars`]): candidates are `SUCCESS` and `AUGMENTED` trajectories
 //! with `reward ≥ minReward`; the strategy scores them: ACCUMULATE by reward, EXEMPLAR_LEVEL by
 //! utility, DATABASE_LEVEL by the contributor's weight (each contributor's trajectories being
-//! one "database"; reward breaks ties), HYBRID by the mean of utility and weight. The best
+//! one "database"; reward breaks ties), HYBRID by the mean of utility and weight, each times
+//! the contributor's pulse weight ([`Trust`]). The best
 //! `max(10 × limit, 100)` by score (ties: reward, older, id) then go through maximal marginal
 //! relevance (λ = 0.7) against the Jaccard similarity of their step sets (`action`, `tool`,
 //! and consecutive pairs), so the exemplars returned differ from each other. Each returned
@@ -132,6 +139,40 @@ impl Standing {
     }
 }
 
+/// Pulse participation weights of identities (§9.4, [`crate::pulse::Participation`]), as the
+/// node holds them when it ranks.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Trust {
+    /// Identities that passed pulse rounds, by PeerId: their weight in `[FLOOR, 1]`.
+    pub weights: BTreeMap<String, f64>,
+    /// The weight of an identity not in `weights`: 1 without pulse data (everyone counts in
+    /// full), the pulse `FLOOR` with it.
+    pub default: f64,
+}
+
+impl Default for Trust {
+    fn default() -> Self {
+        Self {
+            weights: BTreeMap::new(),
+            default: 1.0,
+        }
+    }
+}
+
+impl Trust {
+    /// The weight of `peer`.
+    #[must_use]
+    pub fn of(&self, peer: &str) -> f64 {
+        self.weights.get(peer).copied().unwrap_or(self.default)
+    }
+
+    /// The weight `peer` earned by passing rounds (0 for an identity that passed none).
+    #[must_use]
+    pub fn earned(&self, peer: &str) -> f64 {
+        self.weights.get(peer).copied().unwrap_or(0.0)
+    }
+}
+
 /// Reputation of contributors, bounded: beyond `max` contributors, the one with the fewest uses
 /// is forgotten.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -140,6 +181,9 @@ pub struct Reputation {
     pub peers: BTreeMap<String, Standing>,
     /// Most contributors tracked.
     pub max: usize,
+    /// Pulse participation of contributors (not stored: the node sets it when it ranks).
+    #[serde(skip)]
+    pub trust: Trust,
 }
 
 impl Reputation {
@@ -149,6 +193,7 @@ impl Reputation {
         Self {
             peers: BTreeMap::new(),
             max,
+            trust: Trust::default(),
         }
     }
 
@@ -269,11 +314,13 @@ impl Library {
             .find(|h| h.trajectory.trajectory_id == id)
     }
 
-    /// Order of eviction, lowest first: utility, then reward, then older, then id.
+    /// Order of eviction, lowest first: utility times the contributor's pulse weight, then
+    /// reward, then older, then id.
     #[must_use]
     pub fn eviction_key(h: &Held, rep: &Reputation) -> (f64, f64, u64, String) {
+        let peer = &h.trajectory.peer_id;
         (
-            utility(h, rep.weight(&h.trajectory.peer_id)),
+            utility(h, rep.weight(peer)) * rep.trust.of(peer),
             h.reward(),
             h.received_at,
             h.trajectory.trajectory_id.clone(),
@@ -360,7 +407,7 @@ impl Library {
                     Strategy::DatabaseLevel => w + h.reward() * 1e-3,
                     Strategy::Hybrid => (utility(h, w) + w) / 2.0,
                 };
-                (i, score)
+                (i, score * rep.trust.of(&h.trajectory.peer_id))
             })
             .collect();
         let order = |items: &[Held], a: &(usize, f64), b: &(usize, f64)| {
@@ -794,6 +841,66 @@ mod tests {
         assert_eq!(lib.items[0].usage_count, 1);
         let acc = lib.exemplars(5, Strategy::Accumulate, 0.9, &rep);
         assert_eq!(acc.len(), 2, "minReward and FAILED filter");
+    }
+
+    #[test]
+    fn fresh_identities_do_not_outrank_or_crowd_out_established_ones() {
+        // Three established contributors and twenty fresh keys with better rewards.
+        let mut rep = Reputation::new(100);
+        rep.trust = Trust {
+            weights: ["e0", "e1", "e2"].map(|p| (p.to_owned(), 1.0)).into(),
+            default: crate::pulse::FLOOR,
+        };
+        let mut lib = Library::new(23);
+        for i in 0..3u32 {
+            let peer = format!("e{i}");
+            let tool = format!("t{i}");
+            lib.admit(traj(i, &peer, 0.7, &[&tool], &peer), None, &rep);
+        }
+        for i in 0..20u32 {
+            let peer = format!("sybil{i}");
+            let tool = format!("s{i}");
+            lib.admit(traj(100 + i, &peer, 1.0, &[&tool], &peer), None, &rep);
+        }
+        for strategy in [
+            Strategy::Accumulate,
+            Strategy::ExemplarLevel,
+            Strategy::DatabaseLevel,
+            Strategy::Hybrid,
+        ] {
+            let picked = lib.exemplars(5, strategy, 0.0, &rep);
+            let firsts: BTreeSet<&str> = picked[..3]
+                .iter()
+                .map(|&i| lib.items[i].trajectory.peer_id.as_str())
+                .collect();
+            assert_eq!(firsts, ["e0", "e1", "e2"].into(), "{strategy:?}");
+        }
+        // Full: a fresh key's trajectory does not evict an established one, and an established
+        // one evicts a fresh one.
+        assert_eq!(
+            lib.admit(traj(200, "sybil-new", 1.0, &["x"], "x"), None, &rep),
+            Admit::Added {
+                evicted: Some("traj-00000064".into())
+            }
+        );
+        assert!(
+            lib.items
+                .iter()
+                .filter(|h| h.trajectory.peer_id.starts_with('e'))
+                .count()
+                == 3
+        );
+        assert!(matches!(
+            lib.admit(traj(201, "e0", 0.6, &["y"], "y"), None, &rep),
+            Admit::Added { evicted: Some(_) }
+        ));
+        assert_eq!(
+            lib.items
+                .iter()
+                .filter(|h| h.trajectory.peer_id.starts_with('e'))
+                .count(),
+            4
+        );
     }
 
     #[test]

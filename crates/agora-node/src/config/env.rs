@@ -373,6 +373,10 @@ settings! {
     improving.timeout_ms: Integer, "improving.timeout_ms", "AGORA_IMPROVING_TIMEOUT_MS",
         Some("improving-timeout-ms"), |c| c.improving.timeout_ms.to_string(),
         "Milliseconds one model call may take";
+    improving.pulse_round_ms: Integer, "improving.pulse_round_ms",
+        "AGORA_IMPROVING_PULSE_ROUND_MS", Some("improving-pulse-round-ms"),
+        |c| c.improving.pulse_round_ms.to_string(),
+        "Milliseconds of a pulse round (the same on every node of a mesh)";
     payments.wallet_key_file: Text, "payments.wallet_key_file", "AGORA_PAYMENTS_WALLET_KEY_FILE",
         Some("payments-wallet-key-file"), |_| "<data>/wallet.key".to_owned(),
         "The wallet's secp256k1 key file (created at first start; relative to the data directory)";

@@ -42,6 +42,11 @@ pub struct ImprovingConfig {
     pub api_key: Option<String>,
     /// Deadline of one model call (`timeout_ms`, `AGORA_IMPROVING_TIMEOUT_MS`; default 20,000).
     pub timeout_ms: u64,
+    /// Length of a pulse round in milliseconds (`pulse_round_ms`,
+    /// `AGORA_IMPROVING_PULSE_ROUND_MS`; default 90,000, the settlement rounds'; spec §9.4,
+    /// `agora_hyperspace::pulse`). Every node of a mesh must use the same: the round's seed
+    /// depends on it.
+    pub pulse_round_ms: u64,
 }
 
 impl Default for ImprovingConfig {
@@ -56,6 +61,7 @@ impl Default for ImprovingConfig {
             model: None,
             api_key: None,
             timeout_ms: 20_000,
+            pulse_round_ms: agora_hyperspace::pulse::DEFAULT_ROUND_MS,
         }
     }
 }
@@ -100,6 +106,12 @@ impl ImprovingConfig {
             self.timeout_ms,
             100..=600_000,
             "must be 100..600000",
+        )?;
+        check(
+            "improving.pulse_round_ms",
+            self.pulse_round_ms,
+            1_000..=3_600_000,
+            "must be 1000..3600000",
         )
     }
 

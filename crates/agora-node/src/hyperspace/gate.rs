@@ -1,7 +1,7 @@
 //! The inline gossip check for `hyperspace/…` topics: the v2 envelope is verified once (signature
 //! over the topic, `from`/`pk`, freshness, replay window) inside gossipsub's validation hook, in
 //! the mesh task, before the message can be forwarded. Topics whose messages change a service's
-//! state (capabilities, discovery asks, trajectories) are then deferred to the service, which
+//! state (capabilities, discovery asks, trajectories, pulse proofs) are then deferred to the service, which
 //! decides from the content; memory sync messages, reputation views and settlement records are
 //! accepted here and a copy goes to the memory, improving or payments service ([`Verdict::Accept`]); every other Hyperspace topic is accepted here and relayed at once, and
 //! since no service reads those, the mesh queues no copy of them ([`Verdict::Relay`]).
@@ -12,6 +12,7 @@ use agora_hyperspace::announce::{CAPABILITIES_PREFIX, DISCOVERY_TOPIC};
 use agora_hyperspace::improving::gossip::{REPUTATION_PREFIX, TRAJECTORIES_PREFIX};
 use agora_hyperspace::memory::SYNC_TOPIC;
 use agora_hyperspace::payments::settlement::SETTLEMENTS_PREFIX;
+use agora_hyperspace::pulse::TOPIC as PULSE_TOPIC;
 use agora_hyperspace::{KeyCache, ReplayWindow};
 
 use crate::clock::{PeerClocks, now_ms};
@@ -70,6 +71,7 @@ impl GossipValidator for GossipGate {
             Ok(())
                 if topic.starts_with(CAPABILITIES_PREFIX)
                     || topic == DISCOVERY_TOPIC
+                    || topic == PULSE_TOPIC
                     || topic.starts_with(TRAJECTORIES_PREFIX) =>
             {
                 Verdict::Defer

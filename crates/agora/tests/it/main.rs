@@ -53,6 +53,7 @@ mod nats;
 mod openrpc;
 mod partition;
 mod payments;
+mod pulse;
 mod restart;
 mod rpc;
 mod sdk_python;

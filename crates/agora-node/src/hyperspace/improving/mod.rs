@@ -29,6 +29,13 @@
 //!   exemplars keep preceding failures falls below the graylist threshold and its gossip is
 //!   ignored. Views published by contributors this node holds trajectories of are followed
 //!   (at most [`MAX_VIEWS`]) and shown in `/status`; they do not change this node's standings.
+//! - **Pulse rounds** (§9.4 "Sybil resistance", [`pulse`]): this node proves every round's
+//!   work on `hyperspace/pulse/proofs` and checks the proofs of others; an identity's weight
+//!   (`FLOOR` until it passed rounds, at most 1) multiplies its trajectories' exemplar scores
+//!   and eviction utility, weighs its reputation views in the gossip scores of others, and
+//!   adds to its own gossip score ([`agora_hyperspace::improving::gossip::app_score`]); this
+//!   node weighs 1 to itself. Views of other nodes thereby count toward gossip scores in
+//!   proportion to their publisher's pulse weight (never this node's standings).
 //! - **Durability**: `recordTrajectory`, `curate` and `augment` are written before they are
 //!   answered; usage counts and admissions of received trajectories are written within
 //!   [`FLUSH_EVERY`] (a crash may lose that much of them).
@@ -76,6 +83,8 @@ use crate::mesh;
 use crate::routes::{self, CallRoute, Delivery, EventKey, EventRoute};
 use crate::store::Store;
 
+pub mod pulse;
+
 /// Calls handled at once; beyond, −32003.
 const IN_FLIGHT: usize = 64;
 /// Received trajectories being admitted at once; beyond, ignored.
@@ -88,6 +97,8 @@ pub const VIEW_EVERY: Duration = Duration::from_secs(10);
 const SCORES_EVERY: Duration = Duration::from_secs(30);
 /// Most followed reputation views of other nodes.
 pub const MAX_VIEWS: usize = 16;
+/// Most application scores listed in `/status` (`improving.scores`, by PeerId).
+const MAX_LISTED_SCORES: usize = 256;
 /// The system message of FULL_PIPELINE.
 const LLM_SYSTEM: &str =
     "You repair failed runs of an AI agent from a critique. Answer with JSON only.";
@@ -117,6 +128,8 @@ pub struct Settings {
     pub budget: Duration,
     /// FULL_PIPELINE's chat endpoint.
     pub chat: Option<ChatConfig>,
+    /// Length of a pulse round. Default 90 s.
+    pub pulse_round_ms: u64,
 }
 
 impl Default for Settings {
@@ -132,6 +145,7 @@ impl Default for Settings {
             workers: 2,
             budget: Duration::from_secs(30),
             chat: None,
+            pulse_round_ms: agora_hyperspace::pulse::DEFAULT_ROUND_MS,
         }
     }
 }
@@ -155,6 +169,16 @@ pub enum Input {
     },
     /// A reputation view received on a followed reputation topic (verified and accepted).
     View(Vec<u8>),
+    /// A pulse proof (its envelope verified by the mesh's gate), waiting for this service's
+    /// verdict.
+    Pulse {
+        /// The envelope's bytes.
+        data: Vec<u8>,
+        /// Gossipsub's message id.
+        id: MessageId,
+        /// The peer that forwarded it.
+        propagation_source: PeerId,
+    },
     /// Report the service's state (`/status` `improving`).
     Status(oneshot::Sender<Value>),
 }
@@ -169,10 +193,23 @@ pub fn call_route(tx: &mpsc::Sender<Input>) -> CallRoute {
     )
 }
 
-/// The mesh events this service owns: trajectories (each waits for this service's verdict) and
-/// reputation views (a full queue loses a view; the next one replaces it anyway).
+/// The mesh events this service owns: trajectories and pulse proofs (each waits for this
+/// service's verdict) and reputation views (a full queue loses a view; the next one replaces it
+/// anyway).
 pub fn event_routes(tx: &mpsc::Sender<Input>) -> Vec<EventRoute> {
     vec![
+        EventRoute::new(
+            EventKey::Topic(agora_hyperspace::pulse::TOPIC),
+            tx,
+            Delivery::Wait,
+            |e| {
+                routes::gossip(e).map(|g| Input::Pulse {
+                    data: g.data,
+                    id: g.id,
+                    propagation_source: g.propagation_source,
+                })
+            },
+        ),
         EventRoute::new(
             EventKey::TopicPrefix(TRAJECTORIES_PREFIX),
             tx,
@@ -233,6 +270,7 @@ struct Shared {
     in_flight: Arc<Semaphore>,
     admitting: Arc<Semaphore>,
     runtime: tokio::runtime::Handle,
+    pulse: pulse::Pulse,
 }
 
 /// The service before it runs: libraries and standings loaded.
@@ -261,6 +299,8 @@ pub struct Wiring {
     pub mesh: mpsc::Sender<mesh::Command>,
     /// The runtime (blocking store writes from workers).
     pub runtime: tokio::runtime::Handle,
+    /// Where the pulse outcomes are counted.
+    pub telemetry: Arc<crate::telemetry::Telemetry>,
 }
 
 /// Loads the libraries and standings (blocking: call it off the runtime's workers).
@@ -308,7 +348,6 @@ pub fn prepare(store: Store, settings: Settings, wiring: Wiring) -> Result<Prepa
         shared: Arc::new(Shared {
             store,
             chat: settings.chat.clone().map(Chat::new),
-            settings,
             peer_id: wiring.peer_id,
             key: wiring.key,
             mesh: wiring.mesh,
@@ -329,6 +368,8 @@ pub fn prepare(store: Store, settings: Settings, wiring: Wiring) -> Result<Prepa
             in_flight: Arc::new(Semaphore::new(IN_FLIGHT)),
             admitting: Arc::new(Semaphore::new(ADMITTING)),
             runtime: wiring.runtime,
+            pulse: pulse::Pulse::new(settings.pulse_round_ms, &wiring.telemetry),
+            settings,
         }),
     })
 }
@@ -349,6 +390,7 @@ impl Settings {
                 api_key: c.api_key.clone(),
                 timeout: Duration::from_millis(c.timeout_ms),
             }),
+            pulse_round_ms: c.pulse_round_ms,
             ..Self::default()
         }
     }
@@ -378,6 +420,11 @@ pub async fn run(prepared: Prepared, mut inputs: mpsc::Receiver<Input>) {
     for t in topics {
         shared.follow(&gossip::trajectory_topic(&t)).await;
     }
+    shared.follow(agora_hyperspace::pulse::TOPIC).await;
+    let mut pulse_every = tokio::time::interval(Duration::from_millis(
+        (shared.settings.pulse_round_ms / 4).clamp(250, 5_000),
+    ));
+    pulse_every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut flush = tokio::time::interval(FLUSH_EVERY);
     flush.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut view = tokio::time::interval(VIEW_EVERY);
@@ -404,6 +451,13 @@ pub async fn run(prepared: Prepared, mut inputs: mpsc::Receiver<Input>) {
             }
             _ = scores.tick() => {
                 shared.set_scores().await;
+                continue;
+            }
+            _ = pulse_every.tick() => {
+                shared.pulse_tick();
+                if shared.pulse.changed.swap(false, Ordering::AcqRel) {
+                    shared.set_scores().await;
+                }
                 continue;
             }
         };
@@ -442,6 +496,11 @@ pub async fn run(prepared: Prepared, mut inputs: mpsc::Receiver<Input>) {
                 });
             }
             Input::View(data) => shared.view_received(&data),
+            Input::Pulse {
+                data,
+                id,
+                propagation_source,
+            } => shared.pulse_received(data, id, propagation_source),
             Input::Status(reply) => {
                 let _ = reply.send(shared.status());
             }
@@ -516,8 +575,34 @@ impl Shared {
         }
     }
 
+    /// The standings, with every contributor's pulse weight (this node's own: 1).
     fn reputation(&self) -> Reputation {
-        lock(&self.reputation).clone()
+        let mut rep = lock(&self.reputation).clone();
+        let mut weights = self.pulse.weights();
+        weights.insert(self.peer_id.clone(), agora_hyperspace::pulse::CAP);
+        rep.trust = lib::Trust {
+            weights,
+            default: agora_hyperspace::pulse::FLOOR,
+        };
+        rep
+    }
+
+    /// The gossip application score of every peer this node knows something of (standings,
+    /// pulse passes, views and their entries), but itself.
+    fn scores(&self) -> BTreeMap<String, f64> {
+        let rep = self.reputation();
+        let views = lock(&self.views).clone();
+        let mut peers: BTreeSet<&str> = rep.peers.keys().map(String::as_str).collect();
+        peers.extend(rep.trust.weights.keys().map(String::as_str));
+        for (viewer, v) in &views {
+            peers.insert(viewer);
+            peers.extend(v.contributors.iter().map(|c| c.peer_id.as_str()));
+        }
+        peers.remove(self.peer_id.as_str());
+        peers
+            .into_iter()
+            .map(|p| (p.to_owned(), gossip::app_score(&rep, &views, p)))
+            .collect()
     }
 
     fn status(&self) -> Value {
@@ -555,6 +640,8 @@ impl Shared {
             "shared": n(&c.shared),
             "views": views,
             "fullPipeline": self.chat.is_some(),
+            "pulse": self.pulse.status(),
+            "scores": self.scores().into_iter().take(MAX_LISTED_SCORES).collect::<BTreeMap<_, _>>(),
         })
     }
 
@@ -1092,16 +1179,13 @@ impl Shared {
         }
     }
 
-    /// Sets every contributor's gossipsub application score.
+    /// Sets the gossipsub application score of every peer this node knows something of.
     async fn set_scores(&self) {
-        let scores: Vec<(PeerId, f64)> = {
-            let rep = lock(&self.reputation);
-            rep.peers
-                .keys()
-                .filter(|p| **p != self.peer_id)
-                .filter_map(|p| Some((p.parse().ok()?, gossip::app_score(&rep, p))))
-                .collect()
-        };
+        let scores: Vec<(PeerId, f64)> = self
+            .scores()
+            .into_iter()
+            .filter_map(|(p, s)| Some((p.parse().ok()?, s)))
+            .collect();
         if !scores.is_empty() {
             let _ = self.mesh.send(mesh::Command::AppScores(scores)).await;
         }
