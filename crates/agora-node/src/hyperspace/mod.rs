@@ -589,6 +589,10 @@ impl Service {
             // `handle` gives these to the workers; this task never runs them.
             return Err(RpcError::internal_error().with_message(format!("{method} runs apart")));
         }
+        let prior = MUTATING
+            .contains(&method)
+            .then(|| session_id_param(params).map(|id| self.prior(id)))
+            .flatten();
         let null = Value::Null;
         let params_v = params.unwrap_or(&null);
         let now = now_ms();
@@ -644,8 +648,11 @@ impl Service {
         }
         if let Some(id) = session_id
             && MUTATING.contains(&method)
+            && let Err(e) = self.persist(&id).await
         {
-            self.persist(&id).await?;
+            // Not written, not done: the session is as it was (gone, for a new one).
+            self.roll_back(&id, prior.unwrap_or_default());
+            return Err(e);
         }
         Ok(result)
     }

@@ -2,7 +2,8 @@
 //! (a session token only its own session's state, guard and recursive methods, §2.3 third
 //! tier), session tokens, and each session's snapshot in redb — the session with its guard
 //! budget (§4.2) and recursion trace (§4.5), written before a call that changed it is answered
-//! and loaded back at start. The state, guard and recursive calls themselves are answered by
+//! and loaded back at start; a call whose write is refused leaves the session as it was
+//! ([`Prior`]). The state, guard and recursive calls themselves are answered by
 //! the sans-IO primitives (`agora_hyperspace::{state, guard, recursive}`) on the service task;
 //! the long guard calls run in [`super::guard`].
 
@@ -52,6 +53,55 @@ impl Service {
             .put_hs_session(session_id, &json)
             .await
             .map_err(|e| RpcError::internal_error().with_message(e.to_string()))
+    }
+}
+
+/// What a mutating call may change of one session: put back when the call's durable write is
+/// refused (a full disk), so that memory never runs ahead of the disk. Nothing (the default)
+/// when the session did not exist before the call (`state.createSession`).
+#[derive(Debug, Default)]
+pub(super) struct Prior {
+    session: Option<Session>,
+    budget: Option<Budget>,
+    trace: Option<RecursionTrace>,
+    token: Option<String>,
+}
+
+impl Service {
+    /// The session `session_id` as it is before a mutating call.
+    pub(super) fn prior(&self, session_id: &str) -> Prior {
+        Prior {
+            session: self.sessions.session(session_id).cloned(),
+            budget: self.guard.budget(session_id).cloned(),
+            trace: self.recursive.trace(session_id).cloned(),
+            token: self.tokens.lock().ok().and_then(|t| {
+                t.iter()
+                    .find(|(_, s)| s.as_str() == session_id)
+                    .map(|(tok, _)| tok.clone())
+            }),
+        }
+    }
+
+    /// Puts session `session_id` back as it was before a call whose write was refused.
+    pub(super) fn roll_back(&mut self, session_id: &str, prior: Prior) {
+        match prior.session {
+            Some(session) => self.sessions.insert(session),
+            None => {
+                self.sessions.remove(session_id);
+            }
+        }
+        match prior.budget {
+            Some(b) => self.guard.insert_budget(session_id, b),
+            None => self.guard.forget_session(session_id),
+        }
+        match prior.trace {
+            Some(t) => self.recursive.insert_trace(session_id, t),
+            None => self.recursive.forget_session(session_id),
+        }
+        self.forget_tokens(session_id);
+        if let (Some(token), Ok(mut t)) = (prior.token, self.tokens.lock()) {
+            t.insert(token, session_id.to_owned());
+        }
     }
 }
 

@@ -1,5 +1,6 @@
 //! A full disk (issue 34 item 5; `agora_node::store`): a node whose data directory is a small
 //! tmpfs that fills up refuses durable writes with a clear error that names no path, keeps
+//! nothing of a refused write (a session whose write was refused is not created), keeps
 //! answering reads, and takes writes again once space comes back, without a restart (the store
 //! reopens its database after the I/O error); the database opens cleanly afterwards.
 //!
@@ -79,12 +80,14 @@ async fn a_full_disk_refuses_writes_clearly_keeps_reads_and_recovers_without_a_r
     // The disk fills: some durable write is refused, clearly and without a path.
     let filler = fill(&data);
     let mut refused = None;
+    let mut created = 1;
     for i in 0..2_000 {
         let r = create_session(&mut ws, 100 + i, &format!("agent-{i}")).await;
         if r.get("error").is_some() {
             refused = Some(r);
             break;
         }
+        created += 1;
     }
     let refused = refused.expect("a write is refused once the disk is full");
     assert_eq!(refused["error"]["code"], -32603, "{refused}");
@@ -98,6 +101,10 @@ async fn a_full_disk_refuses_writes_clearly_keeps_reads_and_recovers_without_a_r
         !text.contains("agora.redb"),
         "no file name reaches the client: {text}"
     );
+
+    // Nothing of the refused write stays: the node holds the sessions whose writes were taken.
+    let cards = support::get_json(&node.http, "/hyperspace/cards").await;
+    assert_eq!(cards["sessions"], created, "{cards}");
 
     // Reads go on.
     let read = rpc_call(
