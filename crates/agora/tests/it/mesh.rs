@@ -251,8 +251,8 @@ async fn a_channel_topic_is_left_when_its_last_local_agent_goes() {
         .await
         .expect("the node joins the channel's topic");
     // The node's card topic, discovery, memory sync, the current and next settlement rounds,
-    // the A2A cards topic, the directory's asks, and the channel.
-    assert_eq!(status["gossip"]["topic_budget"]["by_class"]["local"], 8);
+    // the A2A cards topic, the directory's asks, pulse proofs, and the channel.
+    assert_eq!(status["gossip"]["topic_budget"]["by_class"]["local"], 9);
     alice.close().await;
     joined(false)
         .await
