@@ -220,7 +220,9 @@ fn kill_9_in_a_loop_under_load_loses_no_acknowledged_write() {
     let settled_from = crate::support::now() as u64 * 1000;
     let converged = Instant::now();
     main.block_on(async {
-        let ok = crate::support::eventually(Duration::from_secs(120), async || {
+        let mut last = Vec::new();
+        let ok = crate::support::eventually(Duration::from_secs(300), async || {
+            last.clear();
             for i in 0..N {
                 let ep = eps[i].clone();
                 let m = rts[i]
@@ -232,17 +234,21 @@ fn kill_9_in_a_loop_under_load_loses_no_acknowledged_write() {
                     })
                     .await
                     .unwrap();
-                let ok = m["members"] == N as u64
-                    && m["replicas"]["under_target"] == 0
-                    && m["replicas"]["checked_ms"].as_u64() > Some(settled_from);
-                if !ok {
-                    return None;
-                }
+                last.push(json!([m["members"], m["held"], m["replicas"]]));
             }
-            Some(())
+            last.iter()
+                .all(|m| {
+                    m[0] == N as u64
+                        && m[2]["under_target"] == 0
+                        && m[2]["checked_ms"].as_u64() > Some(settled_from)
+                })
+                .then_some(())
         })
         .await;
-        assert!(ok.is_some(), "the cluster converges after the loop");
+        assert!(
+            ok.is_some(),
+            "the cluster converges after the loop: {last:?}"
+        );
         eprintln!(
             "crash loop: converged {:?} after the last restart",
             converged.elapsed()
