@@ -6,7 +6,8 @@
 //! exactly such a time. So the AGH service keeps the channel messages it published or took from
 //! the mesh within the replay age ([`Recent`]), and when a neighbour subscribes to a channel —
 //! which a node does on every new connection for the channels it is in — it sends that
-//! neighbour the channel's recent messages on the directed-envelope protocol. The neighbour
+//! neighbour the channel's recent messages on the directed-envelope protocol, one at a time
+//! (a burst would overrun the neighbour's inbound streams, which request-response drops). The neighbour
 //! takes the ones it has not seen (its dedup window refuses the others as `duplicate`) and
 //! publishes those to the channel's topic, so that the rest of its side of the partition gets
 //! them too.

@@ -892,8 +892,9 @@ impl<I: IdSource> Service<I> {
                 // missed ([`catchup`]).
                 self.announce().await;
                 if let Some(channel) = topic.strip_prefix(TOPIC_PREFIX) {
-                    for data in self.recent.of(unix_now(), channel) {
-                        self.send_direct(peer, data).await;
+                    let recent = self.recent.of(unix_now(), channel);
+                    if !recent.is_empty() {
+                        self.catch_up(peer, recent);
                     }
                 }
             }
@@ -1042,6 +1043,32 @@ impl<I: IdSource> Service<I> {
             }
             Route::Remote(Origin::Mesh(node)) => self.send_direct(node, bytes).await,
         }
+    }
+
+    /// Sends `messages` to `node` one after the other, each once the previous one is answered:
+    /// a burst would overrun the peer's inbound streams (request-response drops those beyond
+    /// its concurrency, and the messages with them — seen after a partition healed).
+    fn catch_up(&self, node: PeerId, messages: Vec<Vec<u8>>) {
+        let mesh = self.mesh.clone();
+        tokio::spawn(async move {
+            for data in messages {
+                let (reply, answer) = oneshot::channel();
+                let sent = mesh
+                    .send(mesh::Command::SendDirect {
+                        proto: mesh::Proto::Envelope,
+                        peer: node,
+                        data,
+                        reply,
+                    })
+                    .await;
+                if sent.is_err() {
+                    return;
+                }
+                if let Ok(Err(e)) = answer.await {
+                    tracing::debug!(%node, error = %e, "a channel message for catch-up not delivered");
+                }
+            }
+        });
     }
 
     /// Sends an envelope to the node `node` on the directed-envelope protocol; a failure is
