@@ -5,14 +5,15 @@
 //! a directory answer shown as text, a tool name.
 //!
 //! Properties checked: nothing panics; a card that passes the shape check has a JSON-RPC URL
-//! and each of its skills becomes one tool, with the skill's stable id and the `a2a` capability; a card signed by no configured key never
-//! verifies; an MCP tool name is within its length and character set; a mapped MCP result is
+//! and each of its skills becomes one tool, with the skill's stable id and the `a2a` capability;
+//! no card is ever taken as signed by a key that signed nothing (an unsigned one is taken as
+//! unsigned); an MCP tool name is within its length and character set; a mapped MCP result is
 //! an object.
 #![no_main]
 
 use agora_agtp::signature::AnsSigningKey;
 use agora_bridge::a2a::card::{check_card, skill_tools, tool_id};
-use agora_bridge::a2a::jws::verify_card;
+use agora_bridge::a2a::jws::{Verified, verify_card};
 use agora_bridge::a2a::serve::{arguments, single_string_property, skill_of};
 use agora_bridge::a2a::task::{from_a2a_error, task_result, tool_result};
 use agora_bridge::mcp::result::map_result;
@@ -43,9 +44,13 @@ fuzz_target!(|data: &[u8]| {
             assert!(t.params.capabilities.iter().any(|c| c == "a2a"));
         }
     }
-    // A key that signed nothing here: no card verifies against it.
+    // A key that signed nothing here: no card is signed by it (an unsigned card is taken as
+    // unsigned, never as verified).
     let key = AnsSigningKey::from_secret_bytes(&[7; 32], "fuzz").expect("a valid scalar");
-    assert!(verify_card(&v, &[key.verifying_key()]).is_err());
+    assert!(!matches!(
+        verify_card(&v, &[key.verifying_key()]),
+        Ok(Verified::Signed { .. })
+    ));
     let _ = tool_result(&v);
     if let Some(task) = v.as_object() {
         let _ = task_result(task);
