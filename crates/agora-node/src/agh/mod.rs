@@ -566,6 +566,25 @@ pub async fn run(
     }
 }
 
+/// Hands `data` to the mesh for `node` on the directed-envelope protocol; the answer's receiver,
+/// or `None` when the mesh is gone.
+async fn send_envelope(
+    mesh: &mpsc::Sender<mesh::Command>,
+    node: PeerId,
+    data: Vec<u8>,
+) -> Option<oneshot::Receiver<Result<Vec<u8>, String>>> {
+    let (reply, answer) = oneshot::channel();
+    mesh.send(mesh::Command::SendDirect {
+        proto: mesh::Proto::Envelope,
+        peer: node,
+        data,
+        reply,
+    })
+    .await
+    .ok()?;
+    Some(answer)
+}
+
 /// The next NATS message, or never when there is no bridge.
 async fn next_nats(rx: &mut Option<mpsc::Receiver<nats::Message>>) -> Option<nats::Message> {
     match rx {
@@ -1052,18 +1071,9 @@ impl<I: IdSource> Service<I> {
         let mesh = self.mesh.clone();
         tokio::spawn(async move {
             for data in messages {
-                let (reply, answer) = oneshot::channel();
-                let sent = mesh
-                    .send(mesh::Command::SendDirect {
-                        proto: mesh::Proto::Envelope,
-                        peer: node,
-                        data,
-                        reply,
-                    })
-                    .await;
-                if sent.is_err() {
+                let Some(answer) = send_envelope(&mesh, node, data).await else {
                     return;
-                }
+                };
                 if let Ok(Err(e)) = answer.await {
                     tracing::debug!(%node, error = %e, "a channel message for catch-up not delivered");
                 }
@@ -1074,16 +1084,9 @@ impl<I: IdSource> Service<I> {
     /// Sends an envelope to the node `node` on the directed-envelope protocol; a failure is
     /// only logged (at debug).
     async fn send_direct(&self, node: PeerId, data: Vec<u8>) {
-        let (reply, answer) = oneshot::channel();
-        let _ = self
-            .mesh
-            .send(mesh::Command::SendDirect {
-                proto: mesh::Proto::Envelope,
-                peer: node,
-                data,
-                reply,
-            })
-            .await;
+        let Some(answer) = send_envelope(&self.mesh, node, data).await else {
+            return;
+        };
         tokio::spawn(async move {
             if let Ok(Err(e)) = answer.await {
                 tracing::debug!(%node, error = %e, "directed envelope not delivered");
