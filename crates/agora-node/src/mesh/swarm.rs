@@ -54,6 +54,33 @@ const DIRECTORY_TIMEOUT: Duration = Duration::from_secs(5);
 /// 1 MiB. Memory stays bounded by the same 1 GiB connection window as with the defaults.
 pub const YAMUX_MAX_STREAMS: usize = 4093;
 
+/// How long data sent on a mesh connection may stay unacknowledged before the kernel drops the
+/// connection (`TCP_USER_TIMEOUT`, Linux).
+///
+/// libp2p closes a connection gracefully: yamux flushes its queued frames and a `GoAway` first.
+/// Over a link that went down with data queued that flush never ends, so a connection the pings
+/// gave up on (`mesh/pings.rs`) was never reported closed, and after the link healed the peer's
+/// new connection was not a new peer (no `Connected`, no catch-up, gossip still sent to the dead
+/// one): the failure of the partition test in CI run 19 (`docs/reliability.md`, "A partition").
+/// With this bound the kernel fails the socket 15 s after its first unacknowledged byte, which
+/// on a mesh connection (pinged every 5 s) comes at most 20 s after the link went down, and the
+/// close completes with it.
+pub(super) const TCP_USER_TIMEOUT: Duration = Duration::from_secs(15);
+
+/// Sets [`TCP_USER_TIMEOUT`] on a new mesh socket; a socket that refuses it keeps the kernel's
+/// default (logged at debug).
+fn bound_unacknowledged(stream: tcp::tokio::TcpStream) -> tcp::tokio::TcpStream {
+    #[cfg(target_os = "linux")]
+    {
+        use nix::sys::socket::{setsockopt, sockopt::TcpUserTimeout};
+        let ms = u32::try_from(TCP_USER_TIMEOUT.as_millis()).unwrap_or(u32::MAX);
+        if let Err(e) = setsockopt(&stream.0, TcpUserTimeout, &ms) {
+            tracing::debug!(error = %e, "mesh: TCP_USER_TIMEOUT not set");
+        }
+    }
+    stream
+}
+
 /// Yamux as the mesh uses it (see [`YAMUX_MAX_STREAMS`]).
 fn yamux_config() -> yamux::Config {
     let mut c = yamux::Config::default();
@@ -73,6 +100,7 @@ pub(super) fn build_swarm(
             |key| -> Result<_, Box<dyn std::error::Error + Send + Sync>> {
                 Ok(
                     tcp::tokio::Transport::new(tcp::Config::default().nodelay(true))
+                        .map(|stream, _| bound_unacknowledged(stream))
                         .upgrade(libp2p::core::upgrade::Version::V1Lazy)
                         .authenticate(noise::Config::new(key)?)
                         .multiplex(yamux_config())
