@@ -133,7 +133,13 @@ impl Shared {
         })
         .map_err(internal)?;
         rows.push((PayTable::Challenges, c.challenge_id.clone(), Some(row)));
-        self.store.put_payments(rows).await.map_err(internal)?;
+        if let Err(e) = self.store.put_payments(rows).await {
+            // Not written, not held: a challenge only the memory knew could be paid and lost.
+            if let Ok(mut held) = self.challenges.lock() {
+                held.remove(&c.challenge_id);
+            }
+            return Err(internal(e));
+        }
         self.count("challenges");
         Ok(c)
     }
@@ -518,6 +524,7 @@ impl Shared {
         let amount = p
             .atomic(held.channel.currency.decimals())
             .map_err(|e| invalid(e.0))?;
+        self.resolve_pending(&mut held).await?;
         for _attempt in 0..2 {
             let (nonce, cumulative) = held
                 .channel
@@ -596,10 +603,60 @@ impl Shared {
                         .with_data(data));
                 }
                 Ok(other) => return Err(other.into_error()),
-                Err(e) => return Err(e),
+                Err(e) => return Err(unanswered(e, &voucher)),
             }
         }
         Err(internal("the payee and this node disagree on the channel"))
+    }
+
+    /// Settles the voucher an earlier payment sent without getting an answer (a lost answer,
+    /// a cut link, a crash) before a new one is signed: it is sent again, as it was, and the
+    /// payee's answer says whether it took it (`paid`, or `duplicate-nonce` with this voucher's
+    /// nonce and total: counted now) or not (any other refusal: dropped). Signing the next
+    /// voucher over it instead would reuse its nonce with another total, which a payee that took
+    /// it refuses for good (found by the partition test, `docs/reliability.md`). When the payee
+    /// is still unreachable the error is returned and the voucher stays pending.
+    async fn resolve_pending(&self, held: &mut Held) -> Result<(), RpcError> {
+        let Some(voucher) = held.pending.clone() else {
+            return Ok(());
+        };
+        let payee = held.channel.payee.clone();
+        let answer = self
+            .request(
+                &payee,
+                &PayRequest::Pay {
+                    voucher: voucher.clone(),
+                },
+            )
+            .await
+            .map_err(|e| unanswered(e, &voucher))?;
+        let took = match &answer {
+            PayResponse::Paid { nonce, spent } => {
+                *nonce == voucher.nonce && *spent == voucher.cumulative
+            }
+            PayResponse::Refused {
+                last_nonce: Some(last),
+                spent: Some(spent),
+                data,
+                ..
+            } => {
+                *last == voucher.nonce
+                    && *spent == voucher.cumulative
+                    && data["reason"] == "duplicate-nonce"
+            }
+            _ => false,
+        };
+        let mut next = held.clone();
+        if took {
+            next.channel
+                .accept(&voucher)
+                .map_err(|e| channel_error(&e, held.channel.currency.decimals()))?;
+            self.count("vouchers_resynced");
+        }
+        next.pending = None;
+        self.persist(&next).await?;
+        *held = next;
+        Ok(())
     }
 
     /// The payee's side of a voucher: the payer's signature, then the channel's checks, then
@@ -751,6 +808,22 @@ impl Shared {
         }
         Ok((total, refund))
     }
+}
+
+/// A payment whose voucher got no answer (the payee unreachable): the error's `data` names the
+/// voucher left pending — `pendingNonce`, `pendingCumulativeAtomic` — which the payee may have
+/// taken and the next payment settles (counted once, or dropped).
+fn unanswered(e: RpcError, voucher: &Voucher) -> RpcError {
+    let mut data = match e.data.clone() {
+        Some(Value::Object(m)) => m,
+        _ => Map::new(),
+    };
+    data.insert("pendingNonce".into(), json!(voucher.nonce));
+    data.insert(
+        "pendingCumulativeAtomic".into(),
+        json!(voucher.cumulative.to_string()),
+    );
+    e.with_data(Value::Object(data))
 }
 
 /// `channel.pay`'s result: `{nonce, remaining, remainingAtomic}` (spec §6.2).

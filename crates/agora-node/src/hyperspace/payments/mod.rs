@@ -22,8 +22,9 @@
 //! everything. A channel is one record per side; the payee's node writes each accepted voucher
 //! (nonce and total) before it answers, under the channel's lock, so payments on a channel are
 //! serial and a replayed or reordered voucher finds the last nonce. The payer's node keeps the
-//! voucher it sent but has no answer for (`pending`): if the payee accepted it (the payee's
-//! refusal of the next one says so), it is counted then, never paid again.
+//! voucher it sent but has no answer for (`pending`) and sends it again, as it was, before it
+//! signs the next: if the payee had accepted it (its `duplicate-nonce` refusal with that nonce
+//! and total says so) it is counted then, never paid again; if not, it is dropped.
 //!
 //! Signature checks (secp256k1 recovery, Ed25519) run on the per-call tasks, never on the
 //! service task. Bounds: [`Settings`] (open challenges, receipts, channels, settlement
