@@ -70,6 +70,12 @@ impl DedupWindow {
         self.set.contains(&key_of(&[id.as_bytes()]), clock(now))
     }
 
+    /// Forgets `id` (its envelope was undone: the node could not keep what it did), so that
+    /// the same envelope is taken when it is sent again.
+    pub fn forget(&mut self, id: &str) {
+        self.set.forget(&key_of(&[id.as_bytes()]));
+    }
+
     /// Records `id` until `deadline` (inclusive). `duplicate` if it is already remembered,
     /// `busy` if the window is full.
     pub fn insert(&mut self, id: &str, deadline: i64, now: i64) -> Result<(), Rejection> {

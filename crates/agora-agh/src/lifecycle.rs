@@ -265,6 +265,29 @@ impl Interactions {
         Ok(())
     }
 
+    /// Sets interaction `(channel, id)` back to `prior`, or forgets it when `prior` is `None`
+    /// (undoing an envelope that opened or moved it: `Router::undo`).
+    pub fn put_back(&mut self, channel: &str, id: &str, prior: Option<Interaction>) {
+        let Some(map) = self.by_channel.get_mut(channel) else {
+            return;
+        };
+        match prior {
+            Some(i) => {
+                if let Some(slot) = map.get_mut(id) {
+                    *slot = i;
+                }
+            }
+            None => {
+                if map.remove(id).is_some() {
+                    self.len -= 1;
+                }
+                if map.is_empty() {
+                    self.by_channel.remove(channel);
+                }
+            }
+        }
+    }
+
     /// Every tracked interaction as `(channel, interaction_id, interaction)`.
     pub fn iter(&self) -> impl Iterator<Item = (&str, &str, &Interaction)> {
         self.by_channel

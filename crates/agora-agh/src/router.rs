@@ -180,6 +180,9 @@ pub struct Accepted {
     pub handling: Handling,
     /// Lifecycle outcome.
     pub lifecycle: Outcome,
+    /// The interaction as it was before this envelope (`None`: it did not exist), for
+    /// [`Router::undo`].
+    pub prior: Option<crate::lifecycle::Interaction>,
 }
 
 /// Everything the node must do after the router processed one envelope.
@@ -201,7 +204,8 @@ pub struct Effects<R> {
 }
 
 impl<R> Effects<R> {
-    fn rejected(rejection: Rejection) -> Self {
+    /// Nothing to do but refuse, with `rejection`.
+    pub fn rejected(rejection: Rejection) -> Self {
         Self {
             result: Err(rejection),
             deliver: Vec::new(),
@@ -243,6 +247,24 @@ impl<O: Clone + PartialEq, R: Clone> Router<O, R> {
     /// The deduplication window.
     pub fn dedup(&self) -> &DedupWindow {
         &self.dedup
+    }
+
+    /// Undoes what accepting an envelope did, when the node cannot keep it (its interaction
+    /// could not be written): the interaction goes back to how it was (or away, if the envelope
+    /// opened it) and the envelope's id is forgotten, so that the same envelope is taken when
+    /// it is sent again. Presence and catalogs are not touched: only lifecycle envelopes are
+    /// undone.
+    pub fn undo(&mut self, accepted: &Accepted) {
+        if let Some(iid) = accepted.interaction_id.as_deref()
+            && matches!(
+                accepted.lifecycle,
+                Outcome::Opened | Outcome::Changed { .. }
+            )
+        {
+            self.interactions
+                .put_back(&accepted.channel, iid, accepted.prior.clone());
+        }
+        self.dedup.forget(&accepted.id);
     }
 
     /// Processes an envelope that arrived from the network (`origin` = where from) at `now`.
@@ -516,6 +538,7 @@ impl<O: Clone + PartialEq, R: Clone> Router<O, R> {
                 .collect()
         };
         let mut lifecycle = Outcome::NotApplicable;
+        let mut prior = None;
         let handling = match &v.body {
             Body::Greet(g) => {
                 if let Some(origin) = origin {
@@ -556,6 +579,10 @@ impl<O: Clone + PartialEq, R: Clone> Router<O, R> {
                 Handling::Delivered
             }
             Body::Capability(_) | Body::Direct(_) | Body::Receipt(_) | Body::Trace(_) => {
+                prior = env
+                    .interaction_id
+                    .as_deref()
+                    .and_then(|iid| self.interactions.get(&env.channel, iid).cloned());
                 match self.interactions.apply(env, &v.body, now) {
                     Ok(outcome) => lifecycle = outcome,
                     Err(e) => {
@@ -596,6 +623,7 @@ impl<O: Clone + PartialEq, R: Clone> Router<O, R> {
             interaction_id: env.interaction_id.as_deref().map(str::to_owned),
             handling,
             lifecycle,
+            prior,
         });
         fx
     }

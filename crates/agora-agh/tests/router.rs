@@ -2331,3 +2331,33 @@ fn refused_direct_from_a_local_agent_comes_back_with_its_receipt() {
     assert_eq!(rejected(&fx), ReasonCode::VerificationFailed);
     assert!(fx.replies.is_empty());
 }
+
+#[test]
+fn an_undone_envelope_leaves_the_interaction_as_it_was_and_is_taken_when_sent_again() {
+    // Opening: undone, the interaction is gone and the same envelope opens it again.
+    let mut n = scene();
+    let id = n.fresh("open");
+    let open = direct(&id, REVIEWER, CODER, IID, "please review");
+    let fx = n.send(&open, 1);
+    let a = accepted(&fx).clone();
+    assert_eq!(a.lifecycle, Outcome::Opened);
+    assert_eq!(a.prior, None);
+    n.router.undo(&a);
+    assert_eq!(n.state(IID), None);
+    assert_eq!(n.router.interactions.len(), 0);
+    let again = n.send(&open, 1);
+    assert_eq!(
+        accepted(&again).lifecycle,
+        Outcome::Opened,
+        "not a duplicate"
+    );
+    // A move: undone, the interaction is back in its state before.
+    let mut n = outbound_in(InteractionState::Working);
+    let before = n.router.interactions.get(CH, IID).cloned();
+    let fx = n.target_trace("completed");
+    let a = accepted(&fx).clone();
+    assert!(matches!(a.lifecycle, Outcome::Changed { .. }), "{a:?}");
+    assert_eq!(a.prior, before);
+    n.router.undo(&a);
+    assert_eq!(n.router.interactions.get(CH, IID).cloned(), before);
+}

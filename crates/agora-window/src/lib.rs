@@ -97,8 +97,17 @@ impl ExpiringSet {
                 break;
             }
             self.expiry.pop();
-            self.seen.remove(&key);
+            // A key forgotten and recorded again has a newer deadline: this entry is stale.
+            if self.seen.get(&key) == Some(&deadline) {
+                self.seen.remove(&key);
+            }
         }
+    }
+
+    /// Forgets `key` before its deadline (its record was undone); whether it was remembered.
+    /// Its entry in the expiry heap stays until its deadline and then goes without effect.
+    pub fn forget(&mut self, key: &Key) -> bool {
+        self.seen.remove(key).is_some()
     }
 
     /// `true` when `key` is remembered at `now`.
@@ -112,7 +121,8 @@ impl ExpiringSet {
         if self.seen.contains_key(&key) {
             return Err(Refused::Duplicate);
         }
-        if self.seen.len() >= self.capacity {
+        // Forgotten keys leave their heap entries behind; the heap is bounded too.
+        if self.seen.len() >= self.capacity || self.expiry.len() >= 2 * self.capacity {
             return Err(Refused::Full);
         }
         self.seen.insert(key, deadline);
@@ -124,6 +134,35 @@ impl ExpiringSet {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_forgotten_key_is_taken_again_and_its_old_deadline_does_not_expire_it() {
+        let mut s = ExpiringSet::with_capacity(4);
+        let a = key_of(&[b"a"]);
+        s.insert(a, 10, 0).unwrap();
+        assert!(s.forget(&a));
+        assert!(!s.contains(&a, 5));
+        s.insert(a, 30, 5).unwrap();
+        s.sweep(20);
+        assert!(
+            s.contains(&a, 20),
+            "the stale entry (deadline 10) left it alone"
+        );
+        assert_eq!(s.insert(a, 40, 20), Err(Refused::Duplicate));
+        s.sweep(31);
+        assert!(s.is_empty());
+        // Forgetting and recording again cannot grow the heap past its bound.
+        let b = key_of(&[b"b"]);
+        let mut full = false;
+        for _ in 0..10 {
+            if s.insert(b, 100, 31) == Err(Refused::Full) {
+                full = true;
+                break;
+            }
+            s.forget(&b);
+        }
+        assert!(full, "the heap is bounded at twice the capacity");
+    }
 
     #[test]
     fn keys_live_until_their_deadline_and_the_set_is_bounded() {
