@@ -599,10 +599,10 @@ impl<I: IdSource> Service<I> {
             .router
             .receive(&m.payload, Origin::Nats, unix_now(), &mut self.ids);
         self.count(&fx);
-        self.persist_lifecycle(&fx).await;
+        let _ = self.persist_lifecycle(&fx).await;
         // Traffic from NATS is delivered here only; generated replies (receipts, whois
         // answers) go back over NATS.
-        self.execute(fx, Some(&m.payload)).await;
+        self.execute(fx, Some(&m.payload), None).await;
     }
 
     async fn input(&mut self, input: Input) {
@@ -638,8 +638,8 @@ impl<I: IdSource> Service<I> {
                 verdict,
                 held,
             } => {
-                self.agent_envelope(conn, &bytes, verdict).await;
-                drop(held);
+                // The envelope's share of the bytes in flight goes with it to the mesh.
+                self.agent_envelope(conn, &bytes, verdict, held).await;
             }
             Input::Peers { channel, reply } => {
                 let _ = reply.send(self.peers(channel.as_deref()));
@@ -697,6 +697,7 @@ impl<I: IdSource> Service<I> {
         conn: ConnId,
         bytes: &[u8],
         verdict: Option<oneshot::Sender<Verdict>>,
+        held: Held,
     ) {
         if let Some(refused) = self.over_channel_limit(conn, bytes) {
             self.stats.rejected += 1;
@@ -710,7 +711,20 @@ impl<I: IdSource> Service<I> {
             return;
         }
         let now = unix_now();
-        let fx = self.router.send(bytes, &conn, now, &mut self.ids);
+        let mut fx = self.router.send(bytes, &conn, now, &mut self.ids);
+        // What the envelope did to an interaction is written before anything else happens; when
+        // it cannot be (a full disk) the envelope is undone and refused, nothing kept.
+        if let Err(e) = self.persist_lifecycle(&fx).await
+            && let Ok(a) = &fx.result
+        {
+            self.router.undo(a);
+            fx = Effects::rejected(Rejection::Internal(
+                format!(
+                    "this node cannot save the interaction now ({e}); nothing was kept: send the envelope again later"
+                )
+                .into(),
+            ));
+        }
         let mut v = Verdict::of(&fx.result);
         if !v.ok {
             // Name the refused envelope when its id can be read, so the agent can correlate.
@@ -734,7 +748,6 @@ impl<I: IdSource> Service<I> {
             self.stats.rejected += 1;
         }
         self.count_envelope(&v);
-        self.persist_lifecycle(&fx).await;
         match verdict {
             Some(tx) => {
                 let _ = tx.send(v);
@@ -742,7 +755,7 @@ impl<I: IdSource> Service<I> {
             None if !v.ok => self.frame_to_conn(conn, v.error_frame()),
             None => {}
         }
-        self.execute(fx, Some(bytes)).await;
+        self.execute(fx, Some(bytes), Some(held)).await;
     }
 
     /// Counts an envelope from an agent in the metrics (its reason code as a fixed label).
@@ -852,8 +865,8 @@ impl<I: IdSource> Service<I> {
                         .receive(&data, origin, unix_now(), &mut self.ids);
                     let acceptance = acceptance_of(&fx.result);
                     self.count(&fx);
-                    self.persist_lifecycle(&fx).await;
-                    self.execute(fx, Some(&data)).await;
+                    let _ = self.persist_lifecycle(&fx).await;
+                    self.execute(fx, Some(&data), None).await;
                     acceptance
                 } else {
                     MessageAcceptance::Ignore
@@ -872,7 +885,7 @@ impl<I: IdSource> Service<I> {
                     .router
                     .receive(&data, Origin::Mesh(peer), unix_now(), &mut self.ids);
                 self.count(&fx);
-                self.persist_lifecycle(&fx).await;
+                let _ = self.persist_lifecycle(&fx).await;
                 // Channel traffic new to this node that a neighbour caught it up on goes on to
                 // the channel's topic, for the nodes that missed it too ([`catchup`]).
                 let caught_up = match &fx.result {
@@ -900,7 +913,7 @@ impl<I: IdSource> Service<I> {
                         data: response,
                     })
                     .await;
-                self.execute(fx, Some(&data)).await;
+                self.execute(fx, Some(&data), None).await;
             }
             mesh::Event::Connected(_) => {
                 // A new neighbour: tell it who is here now rather than at the next tick.
@@ -923,22 +936,26 @@ impl<I: IdSource> Service<I> {
         }
     }
 
-    /// Writes the interaction an accepted envelope opened or moved, so that it survives a restart.
-    async fn persist_lifecycle(&mut self, fx: &Effects<Origin>) {
-        let Ok(a) = &fx.result else { return };
+    /// Writes the interaction an accepted envelope opened or moved, so that it survives a
+    /// restart; a failure is logged and returned (an agent's envelope is then undone; one from
+    /// another node or NATS stays in memory: its sender cannot be told).
+    async fn persist_lifecycle(&mut self, fx: &Effects<Origin>) -> Result<(), StoreError> {
+        let Ok(a) = &fx.result else { return Ok(()) };
         if !matches!(a.lifecycle, Outcome::Opened | Outcome::Changed { .. }) {
-            return;
+            return Ok(());
         }
         let Some(iid) = a.interaction_id.as_deref() else {
-            return;
+            return Ok(());
         };
         let Some(i) = self.router.interactions.get(&a.channel, iid) else {
-            return;
+            return Ok(());
         };
         let json = interaction_json(i);
-        if let Err(e) = self.store.put_interaction(&a.channel, iid, &json).await {
+        let written = self.store.put_interaction(&a.channel, iid, &json).await;
+        if let Err(e) = &written {
             tracing::error!(error = %e, "cannot persist an interaction");
         }
+        written
     }
 
     /// Forgets finished interactions older than [`FINISHED_RETENTION`], in memory and on disk.
@@ -972,13 +989,14 @@ impl<I: IdSource> Service<I> {
         let replies = self.router.announcements(now, &mut self.ids);
         for reply in replies {
             let bytes = reply.envelope.to_json().into_bytes();
-            self.route(reply.route, &reply.envelope.channel, None, bytes)
+            self.route(reply.route, &reply.envelope.channel, None, bytes, None)
                 .await;
         }
     }
 
-    /// Carries out a router's effects. `original` is the envelope the effects are about.
-    async fn execute(&mut self, fx: Effects<Origin>, original: Option<&[u8]>) {
+    /// Carries out a router's effects. `original` is the envelope the effects are about;
+    /// `held`, an agent's share of the bytes in flight for it, goes with it to the mesh.
+    async fn execute(&mut self, fx: Effects<Origin>, original: Option<&[u8]>, held: Option<Held>) {
         let (channel, to) = match &fx.result {
             Ok(a) => (Some(a.channel.clone()), a.to.clone()),
             Err(_) => (None, None),
@@ -998,7 +1016,7 @@ impl<I: IdSource> Service<I> {
                 if broadcast {
                     self.recent.push(unix_now(), channel, &bytes);
                 }
-                self.route(route, channel, to.as_deref(), bytes).await;
+                self.route(route, channel, to.as_deref(), bytes, held).await;
             } else if broadcast {
                 self.recent.push(unix_now(), channel, original);
             }
@@ -1006,8 +1024,14 @@ impl<I: IdSource> Service<I> {
         for reply in fx.replies {
             let bytes = reply.envelope.to_json().into_bytes();
             let to = reply.envelope.to.as_deref().map(str::to_owned);
-            self.route(reply.route, &reply.envelope.channel, to.as_deref(), bytes)
-                .await;
+            self.route(
+                reply.route,
+                &reply.envelope.channel,
+                to.as_deref(),
+                bytes,
+                None,
+            )
+            .await;
         }
         for refused in fx.refused {
             if let Some(held) = self.refused_warnings.hit(Instant::now()) {
@@ -1023,6 +1047,7 @@ impl<I: IdSource> Service<I> {
         channel: &str,
         to: Option<&str>,
         bytes: Vec<u8>,
+        held: Option<Held>,
     ) {
         match route {
             Route::Local(peer) => {
@@ -1040,13 +1065,16 @@ impl<I: IdSource> Service<I> {
                         })
                         .await;
                 }
-                let _ = self
-                    .mesh
-                    .send(mesh::Command::Publish {
-                        topic: format!("{TOPIC_PREFIX}{channel}"),
+                let topic = format!("{TOPIC_PREFIX}{channel}");
+                let command = match held {
+                    Some(held) => mesh::Command::PublishHeld {
+                        topic,
                         data: bytes,
-                    })
-                    .await;
+                        hold: mesh::Hold(Box::new(held)),
+                    },
+                    None => mesh::Command::Publish { topic, data: bytes },
+                };
+                let _ = self.mesh.send(command).await;
             }
             Route::Remote(Origin::Nats) => {
                 if let (Some(nats), Some(to)) = (&self.nats, to)

@@ -131,6 +131,16 @@ pub type ValuesReply = oneshot::Sender<Vec<Vec<u8>>>;
 /// Events waiting for the services; gossip beyond this is ignored (never forwarded).
 const EVENT_QUEUE: usize = 16_384;
 
+/// Something a sender keeps until the mesh has handled its command (a share of a budget,
+/// released on drop).
+pub struct Hold(pub Box<dyn std::any::Any + Send>);
+
+impl std::fmt::Debug for Hold {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Hold")
+    }
+}
+
 /// Commands to the mesh task.
 #[derive(Debug)]
 pub enum Command {
@@ -140,6 +150,17 @@ pub enum Command {
         topic: String,
         /// Payload.
         data: Vec<u8>,
+    },
+    /// [`Command::Publish`] of bytes a client's budget still counts: `hold` is dropped once the
+    /// mesh has taken the message, so the bytes waiting in this queue stay within that budget
+    /// (an AGH agent's envelopes: `agh::InFlight`).
+    PublishHeld {
+        /// Topic string.
+        topic: String,
+        /// Payload.
+        data: Vec<u8>,
+        /// Released on drop.
+        hold: Hold,
     },
     /// Publish `data` on `topic` and report how many peers it was sent to (with flood publishing,
     /// every connected subscriber of the topic whose score is above the publish threshold); 0
@@ -791,6 +812,12 @@ fn handle_command(
             if let Err(back) = publish(swarm, IdentTopic::new(topic), data) {
                 stalled.push_back(back);
             }
+        }
+        Command::PublishHeld { topic, data, hold } => {
+            if let Err(back) = publish(swarm, IdentTopic::new(topic), data) {
+                stalled.push_back(back);
+            }
+            drop(hold);
         }
         Command::PublishCounted { topic, data, reply } => {
             let topic = IdentTopic::new(topic);
