@@ -336,11 +336,24 @@ async fn fresh_identities_do_not_outweigh_established_nodes() {
     attacker.publish(&forger, pulse::TOPIC, &d(&honest)).await;
     let old = prove(round - 5, &me).await.unwrap();
     attacker.publish(&prover, pulse::TOPIC, &d(&old)).await;
-    let mut forged = prove(pulse::round_of(now_ms(), ROUND_MS), &other)
-        .await
-        .unwrap();
-    forged.openings[0].path[0] = "00".repeat(32);
-    attacker.publish(&forger, pulse::TOPIC, &d(&forged)).await;
+    // A forged proof (one sibling zeroed) for the round current when it is proved; proving takes
+    // long on a loaded machine and a round lasts 2 s, so one that arrives after its round (then
+    // `wrong_round`) is proved and sent again.
+    for _ in 0..10 {
+        let mut forged = prove(pulse::round_of(now_ms(), ROUND_MS), &other)
+            .await
+            .unwrap();
+        forged.openings[0].path[0] = "00".repeat(32);
+        attacker.publish(&forger, pulse::TOPIC, &d(&forged)).await;
+        let judged = eventually(Duration::from_secs(5), async || {
+            let s = status(&a).await;
+            (received(&s, "bad_path") >= 1).then_some(())
+        })
+        .await;
+        if judged.is_some() {
+            break;
+        }
+    }
     let refused = eventually(Duration::from_secs(10), async || {
         let s = status(&a).await;
         ["replayed", "wrong_round", "not_signer", "bad_path"]
