@@ -1,9 +1,12 @@
 //! Crash loops (issue 34 item 3; `docs/reliability.md` "Crash loops"): five nodes on five
-//! namespaced hosts ([`crate::support::cluster`]) under load — a writer on every host storing
-//! memories and creating sessions with state as fast as it is answered — while a random node is
-//! killed with `SIGKILL` every few seconds and started again on the same data directory. After
-//! the loop every acknowledged memory is readable from every node and on its three owners, and
-//! every acknowledged session and its state is on the node that answered it.
+//! namespaced hosts ([`crate::support::cluster`]) under load — a writer on every host paying on
+//! a channel to the next host's node, storing memories, creating sessions with state and now and
+//! then registering an agent with its name server, as fast as it is answered — while a random
+//! node is killed with `SIGKILL` every few seconds and started again on the same data directory.
+//! After the loop every acknowledged memory is readable from every node and on its three owners,
+//! every acknowledged session and its state is on the node that answered it, every acknowledged
+//! ACTIVATE is Active on its name server, and both ends of every channel hold the same total,
+//! with every acknowledged payment in it and no voucher counted twice.
 //!
 //! The loop lasts `AGORA_CRASH_LOOP_SECS` seconds (300 by default); too long for CI, so the
 //! test is ignored there and run by hand as root:
@@ -11,50 +14,19 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use futures::{SinkExt, StreamExt};
 use serde_json::{Value, json};
 use tokio::runtime::Runtime;
-use tokio_tungstenite::tungstenite::Message;
-use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 
-use crate::partition::Ep;
 use crate::support::cluster::{Cluster, Start};
+use crate::support::hosted::{AnsAt, Ep, Paying, ans_config, try_call};
 use crate::support::{Node, TEST_API_KEY, request, rpc_call};
 
 const N: usize = 5;
-
-/// One call on its own connection; `None` when the node is gone or does not answer in 10 s.
-async fn try_call(ep: &Ep, method: &str, params: Value) -> Option<Value> {
-    let auth = format!("Bearer {TEST_API_KEY}");
-    let mut req = IntoClientRequest::into_client_request(ep.rpc.as_str()).ok()?;
-    req.headers_mut()
-        .insert("authorization", auth.parse().ok()?);
-    let (mut ws, _) = tokio::time::timeout(
-        Duration::from_secs(5),
-        tokio_tungstenite::connect_async(req),
-    )
-    .await
-    .ok()?
-    .ok()?;
-    let req = json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params});
-    ws.send(Message::Text(req.to_string().into())).await.ok()?;
-    let answer = tokio::time::timeout(Duration::from_secs(10), async {
-        while let Some(Ok(msg)) = ws.next().await {
-            if let Message::Text(t) = msg {
-                return serde_json::from_str::<Value>(t.as_str()).ok();
-            }
-        }
-        None
-    })
-    .await
-    .ok()??;
-    let _ = ws.close(None).await;
-    Some(answer)
-}
 
 /// `method(params)` on `ws`, sent again after the `retryAfterMs` of a −32003 (rate limited).
 async fn call_retrying(ws: &mut crate::support::Ws, id: u64, method: &str, params: Value) -> Value {
@@ -76,10 +48,12 @@ struct Acked {
     memories: Vec<(String, String)>,
     /// (host, session id, the state value set)
     sessions: Vec<(usize, String, String)>,
+    /// (host, agent id) of each acknowledged ACTIVATE
+    agents: Vec<(usize, String)>,
     refused: usize,
 }
 
-fn start(cluster: &Cluster, i: usize, peers: &[String]) -> Node {
+fn start(cluster: &Cluster, i: usize, peers: &[String], config: Option<&Path>) -> Node {
     let bootstrap = peers
         .iter()
         .enumerate()
@@ -90,6 +64,9 @@ fn start(cluster: &Cluster, i: usize, peers: &[String]) -> Node {
         i,
         &Start {
             bootstrap,
+            args: config
+                .map(|c| vec!["--config".to_owned(), c.display().to_string()])
+                .unwrap_or_default(),
             greet_secs: Some(5),
             ..Start::default()
         },
@@ -107,26 +84,59 @@ fn kill_9_in_a_loop_under_load_loses_no_acknowledged_write() {
         .and_then(|s| s.parse().ok())
         .unwrap_or(300);
     // First start: learn every node's peer id, then start them all knowing each other.
-    let mut nodes: Vec<Node> = (0..N).map(|i| start(&cluster, i, &[])).collect();
+    // Every node is a name server that takes the test's governance key.
+    let mut nodes: Vec<Node> = (0..N).map(|i| start(&cluster, i, &[], None)).collect();
     let peers: Vec<String> = (0..N)
         .map(|i| cluster.host(i).p2p(&nodes[i].peer_id))
+        .collect();
+    let dir = cluster.host(0).data.parent().unwrap().to_owned();
+    let gov = crate::support::agtp_governance_key(&dir);
+    let configs: Vec<PathBuf> = (0..N)
+        .map(|i| ans_config(&cluster, i, &dir.join("gov.pub.json"), &[]))
         .collect();
     for (i, node) in nodes.iter_mut().enumerate() {
         let _ = node.child.kill();
         let _ = node.child.wait();
-        *node = start(&cluster, i, &peers);
+        *node = start(&cluster, i, &peers, Some(&configs[i]));
     }
     let eps: Vec<Ep> = nodes.iter().map(Ep::of).collect();
+    let ans: Vec<AnsAt> = nodes.iter().map(AnsAt::of).collect();
     let rts: Vec<Runtime> = (0..N).map(|i| cluster.runtime(i)).collect();
+    let main = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    // A payment channel from each host's node to the next host's.
+    let channels: Vec<Paying> = (0..N)
+        .map(|i| {
+            let (ep, payee) = (eps[i].clone(), nodes[(i + 1) % N].peer_id.clone());
+            main.block_on(
+                rts[i].spawn(async move { Paying::open(&ep, i, (i + 1) % N, &payee).await }),
+            )
+            .unwrap()
+        })
+        .collect();
     let acked = Arc::new(Mutex::new(Acked::default()));
     let stop = Arc::new(AtomicBool::new(false));
     let writers: Vec<_> = (0..N)
-        .map(|i| {
+        .zip(channels)
+        .map(|(i, mut channel)| {
             let (ep, acked, stop) = (eps[i].clone(), Arc::clone(&acked), Arc::clone(&stop));
+            let (ans, gov) = (ans[i].clone(), gov.clone());
             rts[i].spawn(async move {
                 let mut k = 0;
                 while !stop.load(Ordering::SeqCst) {
                     k += 1;
+                    channel.pay(&ep, 1 + k % 7).await;
+                    if k % 5 == 0 {
+                        let id = format!("agt-w{i}-{k}");
+                        if ans
+                            .activate(&gov, &id, "Writes notes in a crash loop")
+                            .await
+                        {
+                            acked.lock().unwrap().agents.push((i, id));
+                        }
+                    }
                     let content = format!("host {i} note {k} about crash loops");
                     let stored = try_call(&ep, "memory.store", json!({"content": content})).await;
                     match stored.as_ref().and_then(|r| r["result"]["id"].as_str()) {
@@ -169,6 +179,7 @@ fn kill_9_in_a_loop_under_load_loses_no_acknowledged_write() {
                         acked.lock().unwrap().refused += 1;
                     }
                 }
+                channel
             })
         })
         .collect();
@@ -194,25 +205,26 @@ fn kill_9_in_a_loop_under_load_loses_no_acknowledged_write() {
         let _ = nodes[i].child.wait();
         kills += 1;
         pause(Duration::from_millis(1_000 + next() % 2_000));
-        nodes[i] = start(&cluster, i, &peers);
+        nodes[i] = start(&cluster, i, &peers, Some(&configs[i]));
     }
     stop.store(true, Ordering::SeqCst);
-    let main = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    main.block_on(async {
+    let channels: Vec<Paying> = main.block_on(async {
+        let mut channels = Vec::new();
         for w in writers {
-            let _ = w.await;
+            channels.push(w.await.unwrap());
         }
+        channels
     });
     let acked = Arc::try_unwrap(acked).ok().unwrap().into_inner().unwrap();
     eprintln!(
-        "crash loop: {kills} kills in {:?}; {} memories and {} sessions acknowledged, {} calls refused or cut",
+        "crash loop: {kills} kills in {:?}; {} memories, {} sessions, {} ANS agents and {} channel payments acknowledged, {} calls refused or cut, {} payments unanswered",
         started.elapsed(),
         acked.memories.len(),
         acked.sessions.len(),
-        acked.refused
+        acked.agents.len(),
+        channels.iter().map(|c| c.paid).sum::<u64>(),
+        acked.refused,
+        channels.iter().map(|c| c.failed).sum::<u64>(),
     );
 
     // Convergence: five members everywhere and an anti-entropy round after the last restart
@@ -301,6 +313,49 @@ fn kill_9_in_a_loop_under_load_loses_no_acknowledged_write() {
                 .await
                 .unwrap();
             assert!(wrong.is_empty(), "host {i}: sessions lost: {wrong:?}");
+        }
+        // Every acknowledged ACTIVATE holds on its name server.
+        for (i, rt) in rts.iter().enumerate() {
+            let ans = ans[i].clone();
+            let ids: Vec<String> = acked
+                .agents
+                .iter()
+                .filter(|(h, _)| *h == i)
+                .map(|(_, id)| id.clone())
+                .collect();
+            let lost = rt
+                .spawn(async move {
+                    let mut lost = Vec::new();
+                    for id in ids {
+                        let state = ans.lifecycle_state(&id).await;
+                        if state.as_deref() != Some("Active") {
+                            lost.push((id, state));
+                        }
+                    }
+                    lost
+                })
+                .await
+                .unwrap();
+            assert!(lost.is_empty(), "host {i}: ANS agents lost: {lost:?}");
+        }
+        // Every channel: paid once more (settling what a kill left unanswered), then both ends
+        // hold the same total, every acknowledged payment in it and no voucher twice.
+        for mut channel in channels {
+            let (ep, eps) = (eps[channel.payer].clone(), eps.clone());
+            let (paid, agree) = rts[channel.payer]
+                .spawn(async move {
+                    let deadline = Instant::now() + Duration::from_secs(60);
+                    let mut paid = false;
+                    while !paid && Instant::now() < deadline {
+                        paid = channel.pay(&ep, 1).await;
+                    }
+                    (paid, channel.ends_agree(&eps).await)
+                })
+                .await
+                .unwrap();
+            assert!(paid, "a channel is paid again after the loop");
+            let spent = agree.unwrap_or_else(|e| panic!("{e}"));
+            eprintln!("crash loop: a channel's two ends agree on {spent}");
         }
     });
     drop(main);

@@ -25,6 +25,7 @@ use tokio_tungstenite::tungstenite::Message;
 mod http;
 
 pub(crate) mod cluster;
+pub(crate) mod hosted;
 
 pub(crate) type Ws =
     tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
