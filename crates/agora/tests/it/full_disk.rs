@@ -1,6 +1,8 @@
 //! A full disk (issue 34 item 5; `agora_node::store`): a node whose data directory is a small
-//! tmpfs that fills up refuses durable writes with a clear error that names no path, keeps
-//! nothing of a refused write (a session whose write was refused is not created), keeps
+//! tmpfs that fills up refuses durable writes on every face with a clear error that names no
+//! path — JSON-RPC −32603 (a session, a payment challenge) or −32007 (a memory no owner could hold), AGTP 500 (an ACTIVATE), AGH reason `internal`
+//! (a `direct` opening an interaction) — keeps nothing of a refused write (no session, no
+//! registered agent, no interaction, and the refused envelope is taken when sent again), keeps
 //! answering reads, and takes writes again once space comes back, without a restart (the store
 //! reopens its database after the I/O error); the database opens cleanly afterwards.
 //!
@@ -14,9 +16,14 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
+use agora_agtp::Status;
+use agora_agtp::codec::{Request, Response};
+use agora_agtp::manifest::Transition;
+use agora_agtp::signature::AnsSigningKey;
+use agora_node::faces::agtp::client::{self, Transport};
 use serde_json::{Value, json};
 
-use crate::support::{self, rpc_call, rpc_connect, spawn_node};
+use crate::support::{self, Agent, rpc_call, rpc_connect, spawn_node};
 
 /// A size-limited tmpfs, unmounted when dropped.
 struct Tmpfs(PathBuf);
@@ -50,6 +57,83 @@ fn fill(dir: &Path) -> PathBuf {
     path
 }
 
+const CH: &str = "disk";
+
+fn no_path(text: &str, data: &Path) {
+    assert!(
+        !text.contains(data.to_str().unwrap()) && !text.contains("agora.redb"),
+        "no path reaches the client: {text}"
+    );
+}
+
+async fn agtp_send(addr: &str, request: &Request) -> Response {
+    client::request(addr, &Transport::Plain, request, Duration::from_secs(10))
+        .await
+        .expect("the name server answers")
+}
+
+/// ACTIVATE of agent `id`, with a large job description (to use up pages).
+async fn activate(addr: &str, gov: &AnsSigningKey, id: &str) -> Response {
+    let text = format!("Audits contracts {}", "z".repeat(4 * 1024));
+    let m = support::hosted::manifest(id, &text);
+    let req = support::agtp_lifecycle_request(gov, Transition::Activate, id, Some(&m), None);
+    agtp_send(addr, &req).await
+}
+
+/// DISCOVER of contract audits: the raw answer.
+async fn agtp_discover(addr: &str) -> String {
+    let req = Request::new("DISCOVER")
+        .with_header("Agent-ID", "agent-caller")
+        .with_header("Authority-Scope", "discovery:query")
+        .with_json_body(&json!({"parameters": {"intent": "audits contracts", "limit": 100}}));
+    let r = agtp_send(addr, &req).await;
+    assert_eq!(r.status, Status::OK);
+    String::from_utf8_lossy(&r.body).into_owned()
+}
+
+/// alice opens interaction `iid` with bob by a `direct`: the refusal she gets (`None` when
+/// bob received it), and the envelope.
+async fn open_interaction(alice: &mut Agent, bob: &mut Agent, iid: &str) -> (Option<Value>, Value) {
+    let mut direct = alice.envelope("direct", Some("bob.sess-1"), json!({"text": "do it"}));
+    direct["interaction_id"] = json!(iid);
+    // bob's greet may not have been processed yet (`not_target`): send again with a new id.
+    for _ in 0..40 {
+        alice.send(&direct).await;
+        if bob
+            .expect(Duration::from_millis(250), |v| v["id"] == direct["id"])
+            .await
+            .is_some()
+        {
+            return (None, direct);
+        }
+        let answer = alice
+            .expect(Duration::from_millis(250), |v| v.get("error").is_some())
+            .await;
+        match answer {
+            Some(a) if a["error"]["reason"] != "not_target" => return (Some(a), direct),
+            _ => direct["id"] = json!(alice.next_id()),
+        }
+    }
+    panic!("bob never becomes a target in {CH}");
+}
+
+/// Calls `method` with `params(i)` (ids from `first`) until a call is refused, at most 500
+/// times (redb may find a free page for a write now and then); the refusal.
+async fn until_refused(
+    ws: &mut support::Ws,
+    first: u64,
+    method: &str,
+    params: impl Fn(u64) -> Value,
+) -> Value {
+    for i in 0..500 {
+        let r = rpc_call(ws, first + i, method, params(i)).await;
+        if r.get("error").is_some() {
+            return r;
+        }
+    }
+    panic!("{method} is refused on a full disk");
+}
+
 async fn create_session(ws: &mut support::Ws, id: u64, name: &str) -> Value {
     rpc_call(
         ws,
@@ -72,10 +156,30 @@ async fn a_full_disk_refuses_writes_clearly_keeps_reads_and_recovers_without_a_r
     ) {
         return;
     }
-    let mut node = spawn_node(&data, &[], 30, &[]);
+    // The name server takes the test's governance key (its config lives outside the tmpfs).
+    let gov = support::agtp_governance_key(dir.path());
+    let config = dir.path().join("agora.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[agtp]\ngovernance_keys = [\"{}\"]\n",
+            dir.path().join("gov.pub.json").display()
+        ),
+    )
+    .unwrap();
+    let args = ["--config", config.to_str().unwrap()];
+    let mut node = spawn_node(&data, &[], 30, &args);
     let mut ws = rpc_connect(&node.rpc).await;
     let before = create_session(&mut ws, 1, "before").await;
     let before = before["result"]["sessionId"].as_str().unwrap().to_owned();
+    let agtp = node.agtp.trim_start_matches("agtp://").to_owned();
+    assert_eq!(activate(&agtp, &gov, "agt-before").await.status, Status::OK);
+    let mut alice = Agent::connect(&node.agh, "alice.sess-1", CH).await;
+    let mut bob = Agent::connect(&node.agh, "bob.sess-1", CH).await;
+    alice.greet(&[]).await;
+    bob.greet(&[]).await;
+    let (reason, _) = open_interaction(&mut alice, &mut bob, "int-before").await;
+    assert_eq!(reason, None, "an interaction opens while there is room");
 
     // The disk fills: some durable write is refused, clearly and without a path.
     let filler = fill(&data);
@@ -106,6 +210,78 @@ async fn a_full_disk_refuses_writes_clearly_keeps_reads_and_recovers_without_a_r
     let cards = support::get_json(&node.http, "/hyperspace/cards").await;
     assert_eq!(cards["sessions"], created, "{cards}");
 
+    // Every face refuses its writes clearly while the disk stays full. redb may still find a
+    // free page for a small write now and then, so each face writes until one is refused.
+    // JSON-RPC: a memory.
+    let refused = until_refused(
+        &mut ws,
+        2_000,
+        "memory.store",
+        |i| json!({"content": format!("note {i} {}", "y".repeat(4 * 1024))}),
+    )
+    .await;
+    // Replication Failed (spec §8): none of the memory's owners — here the one node — holds it.
+    assert_eq!(refused["error"]["code"], -32007, "{refused}");
+    assert_eq!(refused["error"]["data"]["acknowledged"], 0, "{refused}");
+    no_path(&refused.to_string(), &data);
+    // JSON-RPC: a payment challenge.
+    let refused = until_refused(
+        &mut ws,
+        3_000,
+        "micropayments.challenge",
+        |_| json!({"priceUsdc": 0.01, "pricePoints": 5, "resource": "z".repeat(500)}),
+    )
+    .await;
+    assert_eq!(refused["error"]["code"], -32603, "{refused}");
+    no_path(&refused.to_string(), &data);
+    // AGTP: an ACTIVATE is 500 and leaves no agent behind.
+    let mut refused = None;
+    for i in 0..500 {
+        let id = format!("agt-full-{i}");
+        let r = activate(&agtp, &gov, &id).await;
+        if r.status != Status::OK {
+            refused = Some((id, r));
+            break;
+        }
+    }
+    let (agent, r) = refused.expect("an ACTIVATE is refused on a full disk");
+    let body = String::from_utf8_lossy(&r.body).into_owned();
+    assert_eq!(r.status, Status::SERVER_ERROR, "{body}");
+    assert!(body.contains("could not be saved"), "{body}");
+    no_path(&body, &data);
+    let described = agtp_send(
+        &agtp,
+        &Request::new("DESCRIBE").with_target(format!("/agents/{agent}")),
+    )
+    .await;
+    assert_eq!(
+        described.status,
+        Status::NOT_FOUND,
+        "nothing of {agent} was kept"
+    );
+    // AGH: a direct that opens an interaction is refused with reason `internal`, not delivered,
+    // and not kept (the same envelope is taken once there is room again, below).
+    let mut refused = None;
+    for i in 0..500 {
+        let iid = format!("int-full-{i}");
+        if let (Some(answer), envelope) = open_interaction(&mut alice, &mut bob, &iid).await {
+            refused = Some((iid, answer, envelope));
+            break;
+        }
+    }
+    let (iid, answer, held_back) = refused.expect("an AGH interaction is refused on a full disk");
+    assert_eq!(answer["error"]["reason"], "internal", "{answer}");
+    let detail = answer["error"]["detail"].as_str().unwrap_or_default();
+    assert!(detail.contains("nothing was kept"), "{answer}");
+    no_path(detail, &data);
+    let snapshot = support::get_json(&node.http, "/dashboard/snapshot").await;
+    let listed = snapshot["agh"]["interactions"].to_string();
+    assert!(listed.contains("int-before"), "{listed}");
+    assert!(!listed.contains(&iid), "{iid} was not kept: {listed}");
+    // Reads go on: the session, the memory service, the registry, the AGH directory.
+    let found = agtp_discover(&agtp).await;
+    assert!(found.contains("agt-before"), "{found}");
+
     // Reads go on.
     let read = rpc_call(
         &mut ws,
@@ -126,12 +302,28 @@ async fn a_full_disk_refuses_writes_clearly_keeps_reads_and_recovers_without_a_r
     })
     .await
     .expect("writes resume without a restart");
+    // On every face.
+    assert_eq!(activate(&agtp, &gov, &agent).await.status, Status::OK);
+    alice.send(&held_back).await;
+    let delivered = bob
+        .expect(Duration::from_secs(5), |v| v["id"] == held_back["id"])
+        .await;
+    assert!(
+        delivered.is_some(),
+        "the refused envelope, sent again, is taken"
+    );
 
     // Both sessions are there after a restart: the database opens cleanly.
     drop(ws);
     assert!(node.terminate().await.success());
     drop(node);
-    let node = spawn_node(&data, &[], 30, &[]);
+    let node = spawn_node(&data, &[], 30, &args);
+    let agtp = node.agtp.trim_start_matches("agtp://").to_owned();
+    let found = agtp_discover(&agtp).await;
+    assert!(
+        found.contains("agt-before") && found.contains(&agent),
+        "{found}"
+    );
     let mut ws = rpc_connect(&node.rpc).await;
     for (i, s) in [&before, &after].into_iter().enumerate() {
         let r = rpc_call(

@@ -877,7 +877,7 @@ fn crossbeam_tick() -> std::sync::mpsc::Receiver<()> {
 }
 
 /// A client sending frames of the largest size each face takes (1 MiB: AGH envelopes over the
-/// WebSocket and HTTP, JSON-RPC requests), as fast as it can, holds the node under 200 MiB
+/// WebSocket and HTTP, JSON-RPC requests, AGTP requests), as fast as it can, holds the node under 200 MiB
 /// (`RssAnon`), and the memory comes back once it disconnects. Measured (dev profile, two
 /// cores): peaks of 90 MiB (AGH, 3,000 frames), 90 MiB (JSON-RPC), 48 MiB (HTTP) from 26 MiB
 /// idle, back to 42 MiB within the 30 s. The bound on the AGH face is `agh::BYTES_IN_FLIGHT`.
@@ -944,6 +944,53 @@ async fn maximum_size_frames_as_fast_as_possible_hold_the_node_to_a_bound() {
         let _ = request(&http, "POST", "/agh/v0/envelopes", &json, &body).await;
     }
     report.push(("http", started.elapsed(), peak.end()));
+
+    // AGTP: DESCRIBE requests with bodies of nearly 1 MiB (the codec's limit), written back to
+    // back on one connection while the answers are drained; a connection the listener closes
+    // (after a refusal) is opened again.
+    let peak = Peak::watch(pid, "RssAnon:");
+    let started = Instant::now();
+    let agtp = node.addr("agtp");
+    let body = json!({"pad": "v".repeat((1 << 20) - 100)});
+    let frame = agora_agtp::codec::Request::new("DESCRIBE")
+        .with_header("Agent-ID", "agent-big")
+        .with_json_body(&body)
+        .encode();
+    let (mut sent, mut answered) = (0, 0);
+    while sent < FRAMES {
+        let Ok(stream) = TcpStream::connect(&agtp).await else {
+            break;
+        };
+        let (mut rx, mut tx) = stream.into_split();
+        // Counts the answers' status lines (a line may straddle two reads).
+        let drain = tokio::spawn(async move {
+            let (mut buf, mut seen, mut answers) = (vec![0u8; 64 * 1024], Vec::new(), 0);
+            while let Ok(n) = rx.read(&mut buf).await
+                && n > 0
+            {
+                seen.extend_from_slice(&buf[..n]);
+                answers += seen.windows(9).filter(|w| w == b"AGTP/1.0 ").count();
+                seen.drain(..seen.len().saturating_sub(8));
+            }
+            answers
+        });
+        while sent < FRAMES {
+            sent += 1;
+            if tx.write_all(&frame).await.is_err() {
+                break;
+            }
+        }
+        drop(tx);
+        if let Ok(Ok(n)) = tokio::time::timeout(Duration::from_secs(10), drain).await {
+            answered += n;
+        }
+    }
+    eprintln!("large frames on agtp: {answered} of {sent} requests answered");
+    assert!(
+        answered >= FRAMES / 2,
+        "the name server answered {answered} of {sent}"
+    );
+    report.push(("agtp", started.elapsed(), peak.end()));
 
     for (face, took, peak) in &report {
         eprintln!(
