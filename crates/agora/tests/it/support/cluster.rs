@@ -53,7 +53,9 @@ fn ip_ok(args: &[&str]) {
     );
 }
 
-/// Deletes the namespaces of clusters whose process is gone.
+/// Deletes the namespaces of clusters whose process is gone, first killing what still runs in
+/// them: the nodes of a test process that was killed (not failed) outlive it, and a namespace
+/// lasts as long as a process in it.
 fn sweep_stale() {
     let Ok(out) = Command::new("ip").args(["netns", "list"]).output() else {
         return;
@@ -65,6 +67,11 @@ fn sweep_stale() {
         };
         let pid = rest.split('-').next().unwrap_or_default();
         if pid.parse::<u32>().is_ok() && !Path::new(&format!("/proc/{pid}")).exists() {
+            if let Ok(pids) = Command::new("ip").args(["netns", "pids", name]).output() {
+                for orphan in String::from_utf8_lossy(&pids.stdout).split_whitespace() {
+                    let _ = Command::new("kill").args(["-KILL", orphan]).status();
+                }
+            }
             ip(&["netns", "del", name]);
         }
     }
