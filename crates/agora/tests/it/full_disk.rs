@@ -336,3 +336,78 @@ async fn a_full_disk_refuses_writes_clearly_keeps_reads_and_recovers_without_a_r
         assert_eq!(r["result"]["sessionId"], s.as_str(), "{r}");
     }
 }
+
+/// On a cluster ([`crate::support::cluster`]): the node of a host whose data directory fills up
+/// refuses writes but keeps gossiping — an AGH channel's messages still cross both ways between
+/// it and a node on another host.
+#[test]
+fn a_node_on_a_full_disk_keeps_gossiping() {
+    use crate::partition::{Agent, Ep, on, presence_agrees};
+    use crate::support::cluster::Start;
+    use crate::support::hosted::try_call;
+
+    let Some(mut cluster) = crate::hosts::cluster(2) else {
+        return;
+    };
+    let full = cluster.small_disk(1, "32m").to_owned();
+    let a = cluster.start(0, &Start::default());
+    let start = Start {
+        bootstrap: vec![cluster.host(0).p2p(&a.peer_id)],
+        greet_secs: Some(2),
+        ..Start::default()
+    };
+    let b = cluster.start(1, &start);
+    let eps = [Ep::of(&a), Ep::of(&b)];
+    let rts = [cluster.runtime(0), cluster.runtime(1)];
+    let main = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    main.block_on(async {
+        let here = Agent::start(&rts[0], &eps[0], "agent-here");
+        let there = Agent::start(&rts[1], &eps[1], "agent-full");
+        let names = ["agent-here", "agent-full"].map(str::to_owned).into();
+        let met = support::eventually(Duration::from_secs(30), async || {
+            presence_agrees(&eps, &rts, &names).await.then_some(())
+        })
+        .await;
+        assert!(met.is_some(), "the agents see each other");
+        let filler = fill(&full);
+        let ep = eps[1].clone();
+        let refused = on(&rts[1], async move {
+            for i in 0..500 {
+                let params = json!({"agentName": format!("w{i}"), "metadata": {"pad": "x".repeat(8 * 1024)}});
+                if let Some(r) = try_call(&ep, "state.createSession", params).await
+                    && r.get("error").is_some()
+                {
+                    return Some(r);
+                }
+            }
+            None
+        })
+        .await;
+        let refused = refused.expect("the full node refuses a write");
+        assert_eq!(refused["error"]["code"], -32603, "{refused}");
+        for k in 0..3 {
+            here.say(&format!("to the full node {k}"));
+            there.say(&format!("from the full node {k}"));
+        }
+        let crossed = support::eventually(Duration::from_secs(15), async || {
+            (0..3)
+                .all(|k| {
+                    there.heard_at(&format!("to the full node {k}")).is_some()
+                        && here.heard_at(&format!("from the full node {k}")).is_some()
+                })
+                .then_some(())
+        })
+        .await;
+        assert!(crossed.is_some(), "messages cross both ways with a full disk");
+        std::fs::remove_file(filler).unwrap();
+        here.leave();
+        there.leave();
+    });
+    drop(main);
+    for rt in rts {
+        rt.shutdown_background();
+    }
+}

@@ -44,7 +44,10 @@ pub(crate) use crate::support::hosted::Ep;
 use crate::support::hosted::{AnsAt, Paying, ans_config, auth, discovered};
 
 /// Runs `f` on `rt` (a host's client) and waits for it here; a panic there is raised here.
-async fn on<T: Send + 'static>(rt: &Runtime, f: impl Future<Output = T> + Send + 'static) -> T {
+pub(crate) async fn on<T: Send + 'static>(
+    rt: &Runtime,
+    f: impl Future<Output = T> + Send + 'static,
+) -> T {
     rt.spawn(f)
         .await
         .unwrap_or_else(|e| std::panic::resume_unwind(e.into_panic()))
