@@ -549,61 +549,32 @@ impl Shared {
             sent.pending = Some(voucher.clone());
             self.persist(&sent).await?;
             *held = sent;
-            let payee = held.channel.payee.clone();
-            match self
-                .request(
-                    &payee,
-                    &PayRequest::Pay {
-                        voucher: voucher.clone(),
-                    },
-                )
-                .await
-            {
-                Ok(PayResponse::Paid { nonce: n, spent }) if n == nonce && spent == cumulative => {
-                    let mut next = held.clone();
-                    next.channel
-                        .accept(&voucher)
-                        .map_err(|e| channel_error(&e, held.channel.currency.decimals()))?;
-                    next.pending = None;
-                    self.persist(&next).await?;
-                    *held = next;
+            let answer = self.send_voucher(&held.channel.payee, &voucher).await?;
+            let took = payee_took(&answer, &voucher);
+            match answer {
+                PayResponse::Paid { .. } if took => {
+                    self.settle_pending(&mut held, &voucher, true).await?;
                     self.count("vouchers_paid");
                     return Ok(paid(nonce, &held.channel));
                 }
-                Ok(PayResponse::Refused {
-                    last_nonce,
-                    spent,
+                // An earlier send of this very voucher landed: counted, then pay again with
+                // the next nonce.
+                PayResponse::Refused { .. } if took => {
+                    self.settle_pending(&mut held, &voucher, true).await?;
+                    self.count("vouchers_resynced");
+                }
+                PayResponse::Refused {
                     code,
                     message,
                     data,
-                }) => {
-                    // The payee already has this nonce, with the total of this very voucher:
-                    // an earlier send of it landed. Count it, then pay again with the next.
-                    if let (Some(last), Some(spent)) = (last_nonce, spent)
-                        && last == nonce
-                        && spent == cumulative
-                        && data["reason"] == "duplicate-nonce"
-                    {
-                        let mut next = held.clone();
-                        next.channel
-                            .accept(&voucher)
-                            .map_err(|e| channel_error(&e, held.channel.currency.decimals()))?;
-                        next.pending = None;
-                        self.persist(&next).await?;
-                        *held = next;
-                        self.count("vouchers_resynced");
-                        continue;
-                    }
-                    let mut next = held.clone();
-                    next.pending = None;
-                    self.persist(&next).await?;
-                    *held = next;
+                    ..
+                } => {
+                    self.settle_pending(&mut held, &voucher, false).await?;
                     return Err(RpcError::from_code(RpcCode(code))
                         .with_message(message)
                         .with_data(data));
                 }
-                Ok(other) => return Err(other.into_error()),
-                Err(e) => return Err(unanswered(e, &voucher)),
+                other => return Err(other.into_error()),
             }
         }
         Err(internal("the payee and this node disagree on the channel"))
@@ -620,38 +591,41 @@ impl Shared {
         let Some(voucher) = held.pending.clone() else {
             return Ok(());
         };
-        let payee = held.channel.payee.clone();
-        let answer = self
-            .request(
-                &payee,
-                &PayRequest::Pay {
-                    voucher: voucher.clone(),
-                },
-            )
-            .await
-            .map_err(|e| unanswered(e, &voucher))?;
-        let took = match &answer {
-            PayResponse::Paid { nonce, spent } => {
-                *nonce == voucher.nonce && *spent == voucher.cumulative
-            }
-            PayResponse::Refused {
-                last_nonce: Some(last),
-                spent: Some(spent),
-                data,
-                ..
-            } => {
-                *last == voucher.nonce
-                    && *spent == voucher.cumulative
-                    && data["reason"] == "duplicate-nonce"
-            }
-            _ => false,
-        };
+        let answer = self.send_voucher(&held.channel.payee, &voucher).await?;
+        let took = payee_took(&answer, &voucher);
+        self.settle_pending(held, &voucher, took).await?;
+        if took {
+            self.count("vouchers_resynced");
+        }
+        Ok(())
+    }
+
+    /// Sends `voucher` to the channel's payee; no answer (a lost answer, a cut link) is the
+    /// −32006 error that names the voucher left pending.
+    async fn send_voucher(&self, payee: &str, voucher: &Voucher) -> Result<PayResponse, RpcError> {
+        self.request(
+            payee,
+            &PayRequest::Pay {
+                voucher: voucher.clone(),
+            },
+        )
+        .await
+        .map_err(|e| unanswered(e, voucher))
+    }
+
+    /// Ends `held`'s pending `voucher`: counted into the channel when the payee took it,
+    /// dropped otherwise. The new state is written before `held` changes.
+    async fn settle_pending(
+        &self,
+        held: &mut Held,
+        voucher: &Voucher,
+        took: bool,
+    ) -> Result<(), RpcError> {
         let mut next = held.clone();
         if took {
             next.channel
-                .accept(&voucher)
+                .accept(voucher)
                 .map_err(|e| channel_error(&e, held.channel.currency.decimals()))?;
-            self.count("vouchers_resynced");
         }
         next.pending = None;
         self.persist(&next).await?;
@@ -807,6 +781,27 @@ impl Shared {
             tokio::spawn(async move { s.settle(&record).await });
         }
         Ok((total, refund))
+    }
+}
+
+/// Whether the payee's answer to `voucher` says it took it: `paid` with its nonce and total, or
+/// a `duplicate-nonce` refusal naming them (an earlier send of the same voucher landed).
+fn payee_took(answer: &PayResponse, voucher: &Voucher) -> bool {
+    match answer {
+        PayResponse::Paid { nonce, spent } => {
+            *nonce == voucher.nonce && *spent == voucher.cumulative
+        }
+        PayResponse::Refused {
+            last_nonce: Some(last),
+            spent: Some(spent),
+            data,
+            ..
+        } => {
+            *last == voucher.nonce
+                && *spent == voucher.cumulative
+                && data["reason"] == "duplicate-nonce"
+        }
+        _ => false,
     }
 }
 
