@@ -1,10 +1,12 @@
 //! A full disk (issue 34 item 5; `agora_node::store`): a node whose data directory is a small
 //! tmpfs that fills up refuses durable writes on every face with a clear error that names no
-//! path — JSON-RPC −32603 (a session, a payment challenge) or −32007 (a memory no owner could hold), AGTP 500 (an ACTIVATE), AGH reason `internal`
-//! (a `direct` opening an interaction) — keeps nothing of a refused write (no session, no
-//! registered agent, no interaction, and the refused envelope is taken when sent again), keeps
-//! answering reads, and takes writes again once space comes back, without a restart (the store
-//! reopens its database after the I/O error); the database opens cleanly afterwards.
+//! path — JSON-RPC −32603 (a session, a payment challenge, a channel payment, a learning
+//! bullet) or −32007 (a memory no owner could hold), AGTP 500 (an ACTIVATE), AGH reason
+//! `internal` (a `direct` opening an interaction) — keeps nothing of a refused write (no session,
+//! no registered agent, no playbook, no voucher counted, no interaction, and the refused envelope
+//! is taken when sent again), keeps answering reads, and takes writes again once space comes
+//! back, without a restart (the store reopens its database after the I/O error); the database
+//! opens cleanly afterwards.
 //!
 //! Needs to mount a tmpfs (root, as on CI); without it the test prints one `skipped:` line,
 //! unless `AGORA_REQUIRE_EXTERNAL=1`.
@@ -58,6 +60,8 @@ fn fill(dir: &Path) -> PathBuf {
 }
 
 const CH: &str = "disk";
+/// The amount of each channel payment, in points.
+const PAY: u64 = 7;
 
 fn no_path(text: &str, data: &Path) {
     assert!(
@@ -118,17 +122,18 @@ async fn open_interaction(alice: &mut Agent, bob: &mut Agent, iid: &str) -> (Opt
 }
 
 /// Calls `method` with `params(i)` (ids from `first`) until a call is refused, at most 500
-/// times (redb may find a free page for a write now and then); the refusal.
+/// times (redb may find a free page for a write now and then); the refusal, and the `i` of the
+/// refused call (the number of calls taken before it).
 async fn until_refused(
     ws: &mut support::Ws,
     first: u64,
     method: &str,
     params: impl Fn(u64) -> Value,
-) -> Value {
+) -> (Value, u64) {
     for i in 0..500 {
         let r = rpc_call(ws, first + i, method, params(i)).await;
         if r.get("error").is_some() {
-            return r;
+            return (r, i);
         }
     }
     panic!("{method} is refused on a full disk");
@@ -180,6 +185,21 @@ async fn a_full_disk_refuses_writes_clearly_keeps_reads_and_recovers_without_a_r
     bob.greet(&[]).await;
     let (reason, _) = open_interaction(&mut alice, &mut bob, "int-before").await;
     assert_eq!(reason, None, "an interaction opens while there is room");
+    // A points channel from this node to itself, opened and paid once while there is room.
+    let opened = rpc_call(
+        &mut ws,
+        50,
+        "micropayments.channel.open",
+        json!({"payee": node.peer_id, "budgetAtomic": 1_000_000_000_u64, "currency": "points"}),
+    )
+    .await;
+    let channel = opened["result"]["channelId"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{opened}"))
+        .to_owned();
+    let pay = json!({"channelId": channel, "amountAtomic": PAY});
+    let r = rpc_call(&mut ws, 51, "micropayments.channel.pay", pay.clone()).await;
+    assert_eq!(r["result"]["nonce"], 1, "{r}");
 
     // The disk fills: some durable write is refused, clearly and without a path.
     let filler = fill(&data);
@@ -213,7 +233,7 @@ async fn a_full_disk_refuses_writes_clearly_keeps_reads_and_recovers_without_a_r
     // Every face refuses its writes clearly while the disk stays full. redb may still find a
     // free page for a small write now and then, so each face writes until one is refused.
     // JSON-RPC: a memory.
-    let refused = until_refused(
+    let (refused, _) = until_refused(
         &mut ws,
         2_000,
         "memory.store",
@@ -225,7 +245,7 @@ async fn a_full_disk_refuses_writes_clearly_keeps_reads_and_recovers_without_a_r
     assert_eq!(refused["error"]["data"]["acknowledged"], 0, "{refused}");
     no_path(&refused.to_string(), &data);
     // JSON-RPC: a payment challenge.
-    let refused = until_refused(
+    let (refused, _) = until_refused(
         &mut ws,
         3_000,
         "micropayments.challenge",
@@ -234,6 +254,33 @@ async fn a_full_disk_refuses_writes_clearly_keeps_reads_and_recovers_without_a_r
     .await;
     assert_eq!(refused["error"]["code"], -32603, "{refused}");
     no_path(&refused.to_string(), &data);
+    // JSON-RPC: a payment on a channel; the refused voucher is not counted (the channel's total
+    // at its close, below, is that of the payments taken).
+    let (refused, paid_full) = until_refused(
+        &mut ws,
+        3_500,
+        "micropayments.channel.pay",
+        |_| json!({"channelId": channel, "amountAtomic": PAY, "memo": "m".repeat(200)}),
+    )
+    .await;
+    assert_eq!(refused["error"]["code"], -32603, "{refused}");
+    no_path(&refused.to_string(), &data);
+    // JSON-RPC: a learning bullet, in a new playbook each time; the refused one's playbook does
+    // not exist.
+    let (refused, k) = until_refused(&mut ws, 4_000, "learning.addBullet", |i| {
+        json!({"playbookId": format!("full-{i}"), "section": "fbk", "content": "w".repeat(1_900)})
+    })
+    .await;
+    assert_eq!(refused["error"]["code"], -32603, "{refused}");
+    no_path(&refused.to_string(), &data);
+    let missing = rpc_call(
+        &mut ws,
+        4_900,
+        "learning.getPlaybook",
+        json!({"playbookId": format!("full-{k}")}),
+    )
+    .await;
+    assert_eq!(missing["error"]["data"]["reason"], "not-found", "{missing}");
     // AGTP: an ACTIVATE is 500 and leaves no agent behind.
     let mut refused = None;
     for i in 0..500 {
@@ -304,6 +351,20 @@ async fn a_full_disk_refuses_writes_clearly_keeps_reads_and_recovers_without_a_r
     .expect("writes resume without a restart");
     // On every face.
     assert_eq!(activate(&agtp, &gov, &agent).await.status, Status::OK);
+    let r = rpc_call(&mut ws, 6_900, "micropayments.channel.pay", pay).await;
+    assert_eq!(r["result"]["nonce"], paid_full + 2, "{r}");
+    let closed = rpc_call(
+        &mut ws,
+        6_901,
+        "micropayments.channel.close",
+        json!({"channelId": channel}),
+    )
+    .await;
+    assert_eq!(
+        closed["result"]["totalSpentAtomic"],
+        ((paid_full + 2) * PAY).to_string(),
+        "only the payments taken are counted: {closed}"
+    );
     alice.send(&held_back).await;
     let delivered = bob
         .expect(Duration::from_secs(5), |v| v["id"] == held_back["id"])

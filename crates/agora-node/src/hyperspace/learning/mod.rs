@@ -386,6 +386,16 @@ impl Shared {
         Ok(book)
     }
 
+    /// Removes `book` (held by the caller, its lock taken) from the playbooks when nothing else
+    /// holds it: a call waiting for its lock keeps it, and writes it once it has the lock.
+    fn forget_unused(&self, key: &str, book: &Book) {
+        let mut books = self.lock_books();
+        // Ours, and the map's.
+        if books.get(key).is_some_and(|b| Arc::ptr_eq(b, book)) && Arc::strong_count(book) == 2 {
+            books.remove(key);
+        }
+    }
+
     fn status(&self) -> Value {
         let books = self.lock_books();
         // The first playbooks by key, for operators: the id without the session that owns it
@@ -602,8 +612,9 @@ impl Shared {
     /// Runs `job` on the playbook held by `guard`, on a worker, then writes what changed to
     /// redb, all before the lock is released. Rows are written when the playbook's
     /// version changed; a call that changed nothing (an eval-only reflection) writes nothing. When
-    /// the write fails the call is answered with −32603 and the change, made in memory, may not
-    /// survive a restart.
+    /// the write fails (a full disk) the call is answered with −32603 and the playbook is put
+    /// back as it was before the call, so memory never runs ahead of the disk: the job works on
+    /// a copy (a playbook is bounded by `max_bullets`; the copy is made on the worker).
     async fn change<F>(
         self: &Arc<Self>,
         method: &str,
@@ -619,15 +630,24 @@ impl Shared {
         self.pool
             .run(method, deadline, move || {
                 let before = snapshot(&guard);
-                let version = guard.version;
-                let out = job(&mut guard, &s)?;
-                if guard.version == version {
+                let mut next = guard.clone();
+                let out = job(&mut next, &s)?;
+                if next.version == guard.version {
+                    *guard = next;
                     return Ok(out);
                 }
-                let (row, upserts, removed) = changes(&mut guard, &before).map_err(internal)?;
-                s.runtime
-                    .block_on(s.store.put_playbook(&key, Some(&row), upserts, &removed))
-                    .map_err(|e| internal(format!("the playbook was not saved: {e}")))?;
+                let (row, upserts, removed) = changes(&mut next, &before).map_err(internal)?;
+                let written =
+                    s.runtime
+                        .block_on(s.store.put_playbook(&key, Some(&row), upserts, &removed));
+                if let Err(e) = written {
+                    // A playbook this call created was never written: it goes too.
+                    if guard.version == 0 {
+                        s.forget_unused(&key, OwnedMutexGuard::mutex(&guard));
+                    }
+                    return Err(internal(format!("the playbook was not saved: {e}")));
+                }
+                *guard = next;
                 drop(guard);
                 Ok(out)
             })
