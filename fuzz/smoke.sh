@@ -8,8 +8,7 @@
 # exactly the files of fuzz_targets/ (common.rs, the shared helpers, aside).
 #
 # `smoke.sh build` only builds, `smoke.sh run` only runs (building what is missing); no argument
-# does both. CI builds at its start, at the lowest priority, in the CPU its own builds leave idle
-# (build scripts that run on one core), and runs beside the tests.
+# does both, as CI does, beside the tests.
 set -euo pipefail
 step="${1:-all}"
 case "$step" in
