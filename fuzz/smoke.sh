@@ -6,18 +6,7 @@
 # new inputs going to a scratch directory. Exits non-zero when the build fails, when a target
 # finds a crash, panic, oracle violation, timeout or OOM, or when `cargo fuzz list` does not name
 # exactly the files of fuzz_targets/ (common.rs, the shared helpers, aside).
-#
-# `smoke.sh build` only builds, `smoke.sh run` only runs (building what is missing); no argument
-# does both, as CI does, beside the tests.
 set -euo pipefail
-step="${1:-all}"
-case "$step" in
-    all | build | run) ;;
-    *)
-        echo "usage: smoke.sh [build|run]" >&2
-        exit 2
-        ;;
-esac
 
 cd "$(dirname "$0")"
 export RUSTC_BOOTSTRAP=1   # cargo-fuzz needs -Z flags (sanitizers); stable toolchain only.
@@ -28,11 +17,8 @@ if ! cargo fuzz --version >/dev/null 2>&1; then
     cargo install cargo-fuzz --version '~0.13' --locked
 fi
 
-if [ "$step" != run ]; then
-    echo "smoke: building all fuzz targets" >&2
-    cargo fuzz build -O
-fi
-[ "$step" = build ] && exit 0
+echo "smoke: building all fuzz targets" >&2
+cargo fuzz build -O
 
 targets=$(cargo fuzz list)
 # Every file in fuzz_targets/ but the shared helpers must be a target that runs here.
