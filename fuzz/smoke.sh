@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # CI smoke test for every fuzz target (agora-agh, agora-hyperspace, agora-agtp,
-# agora-directory and agora-bridge; the 16 of
+# agora-directory and agora-bridge; the 17 of
 # `cargo fuzz list`, as README.md lists them): build them all, then run each one for
 # ${FUZZ_SECONDS:-10} seconds starting from its committed seed corpus (empty when it has none),
 # new inputs going to a scratch directory. Exits non-zero when the build fails, when a target

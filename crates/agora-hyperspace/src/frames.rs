@@ -164,10 +164,61 @@ pub fn frame(body: &[u8]) -> Vec<u8> {
     out
 }
 
+/// The body of one whole frame (its length prefix removed), if `frame` is exactly that.
+#[must_use]
+pub fn body(frame: &[u8]) -> Option<&[u8]> {
+    let (len, body) = unsigned_varint::decode::usize(frame).ok()?;
+    (len == body.len()).then_some(body)
+}
+
 /// Field number of `RPC.subscriptions` in gossipsub's protobuf.
 const RPC_SUBSCRIPTIONS: u64 = 1;
 /// The tag byte that starts an `RPC.subscriptions` field (field 1, length-delimited).
 const RPC_SUBSCRIPTIONS_TAG: u8 = 0x0a;
+
+/// One field of a protobuf message as it is encoded.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Field<'a> {
+    /// The field number.
+    pub number: u64,
+    /// The wire type: 0 varint, 1 fixed 64 bits, 2 length-delimited, 5 fixed 32 bits.
+    pub wire: u8,
+    /// The whole encoding, tag included.
+    pub whole: &'a [u8],
+    /// The value: the varint's bytes, the fixed bytes, or what a length delimits.
+    pub payload: &'a [u8],
+}
+
+/// The field at the start of `body` and what follows it; `None` if `body` does not start with a
+/// whole field (groups, wire types 3 and 4, are not used by gossipsub and count as not protobuf).
+#[must_use]
+pub fn next_field(body: &[u8]) -> Option<(Field<'_>, &[u8])> {
+    let (tag, after_tag) = unsigned_varint::decode::u64(body).ok()?;
+    let wire = u8::try_from(tag & 7).ok()?;
+    let (skip, len) = match wire {
+        0 => {
+            let (_, after) = unsigned_varint::decode::u64(after_tag).ok()?;
+            (0, after_tag.len() - after.len())
+        }
+        1 => (0, 8),
+        2 => {
+            let (n, after) = unsigned_varint::decode::u64(after_tag).ok()?;
+            (after_tag.len() - after.len(), usize::try_from(n).ok()?)
+        }
+        5 => (0, 4),
+        _ => return None,
+    };
+    let end = skip.checked_add(len)?;
+    let payload = after_tag.get(skip..end)?;
+    let rest = &after_tag[end..];
+    let field = Field {
+        number: tag >> 3,
+        wire,
+        whole: &body[..body.len() - rest.len()],
+        payload,
+    };
+    Some((field, rest))
+}
 
 /// The top-level fields of a protobuf message (a gossipsub RPC): each field's number and its
 /// whole encoding (tag included), in order; `None` if `body` is not a sequence of whole fields.
@@ -176,28 +227,9 @@ pub fn rpc_fields(body: &[u8]) -> Option<Vec<(u64, &[u8])>> {
     let mut out = Vec::new();
     let mut rest = body;
     while !rest.is_empty() {
-        let start = rest;
-        let (tag, after_tag) = unsigned_varint::decode::u64(rest).ok()?;
-        let len = match tag & 7 {
-            0 => {
-                let (_, after) = unsigned_varint::decode::u64(after_tag).ok()?;
-                after_tag.len() - after.len()
-            }
-            1 => 8,
-            2 => {
-                let (n, after) = unsigned_varint::decode::u64(after_tag).ok()?;
-                let n = usize::try_from(n).ok()?;
-                (after_tag.len() - after.len()).checked_add(n)?
-            }
-            5 => 4,
-            // Groups (3, 4) are not used by gossipsub; anything else is not protobuf.
-            _ => return None,
-        };
-        if len > after_tag.len() {
-            return None;
-        }
-        rest = &after_tag[len..];
-        out.push((tag >> 3, &start[..start.len() - rest.len()]));
+        let (field, after) = next_field(rest)?;
+        out.push((field.number, field.whole));
+        rest = after;
     }
     Some(out)
 }
@@ -749,6 +781,15 @@ mod tests {
 
     fn split(bytes: &[u8], limit: usize, chunk: usize) -> Vec<Piece> {
         split_taking(bytes, limit, chunk, usize::MAX)
+    }
+
+    #[test]
+    fn a_frame_gives_back_its_body_and_nothing_else_does() {
+        assert_eq!(body(&frame(b"abc")), Some(&b"abc"[..]));
+        assert_eq!(body(&frame(b"")), Some(&b""[..]));
+        assert_eq!(body(&[3, b'a', b'b']), None);
+        assert_eq!(body(&[1, b'a', b'b']), None);
+        assert_eq!(body(&[0xff]), None);
     }
 
     #[test]

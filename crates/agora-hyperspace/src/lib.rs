@@ -43,6 +43,7 @@ pub mod openrpc;
 pub mod params;
 pub mod payments;
 pub mod peer_id;
+pub mod published;
 pub mod pulse;
 pub mod recursive;
 pub mod state;
