@@ -771,8 +771,9 @@ async fn measure<N: Shape>(
 trait Shape: Net {
     async fn shape(&self) -> ((usize, f64, usize), (usize, f64, usize));
 
-    /// Agora only: the task topics' mesh sizes per node and what gossipsub dropped for slow
-    /// peers, summed over the nodes (`mesh::Status`), as one line.
+    /// Agora only: the task topics' mesh sizes per node, what gossipsub dropped for slow peers
+    /// and the signatures checked and spared, summed over the nodes (`mesh::Status`), as one
+    /// line.
     async fn gossip_health(&self) -> Option<String> {
         None
     }
@@ -809,9 +810,12 @@ impl Shape for AgoraNet {
                 x + s.outbound_streams.exhausted,
             )
         });
+        let (checked, spared) = status.iter().fold((0, 0), |(c, x), s| {
+            (c + s.signatures.checked, x + s.signatures.spared)
+        });
         let (min, mean, max) = spread(&sizes);
         Some(format!(
-            "task-topic mesh peers per node min/mean/max {min}/{mean:.1}/{max}, {empty} nodes with an empty task mesh; dropped for slow peers: {priority} priority, {non_priority} non-priority; gossipsub outbound streams opened {opened}, connections closed for a handler that gave up {exhausted}"
+            "task-topic mesh peers per node min/mean/max {min}/{mean:.1}/{max}, {empty} nodes with an empty task mesh; dropped for slow peers: {priority} priority, {non_priority} non-priority; gossipsub outbound streams opened {opened}, connections closed for a handler that gave up {exhausted}; received messages signature-checked {checked}, copies spared a check {spared}"
         ))
     }
 }

@@ -14,9 +14,11 @@
 //! - frames are delimited by their varint length prefix, exactly as gossipsub frames them
 //!   (`agora_hyperspace::frames::Splitter`, sans IO and fuzzed);
 //! - a frame over the frame limit is skipped byte for byte without being buffered;
-//! - a frame within it is cut out on its own and handed to gossipsub's own decoder (signature
-//!   checks, RPC limits and all), whose result goes to the gossipsub behaviour exactly as its own
-//!   handler would have sent it; a frame it cannot decode is dropped;
+//! - a frame within it is cut out on its own; the copies of messages gossipsub took lately are
+//!   taken out of it unchecked (`super::copies`, `docs/node.md` "Copies before signatures"), and
+//!   the rest goes to gossipsub's own decoder (signature checks, RPC limits and all), whose
+//!   result, with the copies added, goes to the gossipsub behaviour as its own handler would
+//!   have sent it; a frame it cannot decode is dropped;
 //! - the stream stays open after every such refusal, so the next valid frame is read.
 //!
 //! Every refusal is reported to the behaviour, counted ([`Refusals`]) and logged once per peer
@@ -32,16 +34,20 @@ use std::ops::{Deref, DerefMut};
 use std::pin::Pin;
 use std::task::{Context, Poll};
 
-use agora_hyperspace::frames::{Piece, Splitter};
+use agora_hyperspace::frames::{Piece, Splitter, body as frame_body, frame as frame_bytes};
+use agora_hyperspace::peer_id::gossip_message_id;
+use agora_hyperspace::published::{Published, take_known};
 use bytes::BytesMut;
 use futures::{AsyncRead, AsyncWrite};
-use libp2p::gossipsub::{self, AllowAllSubscriptionFilter, IdentityTransform};
+use libp2p::gossipsub::{self, AllowAllSubscriptionFilter, IdentityTransform, MessageId};
 use libp2p::swarm::handler::{ConnectionEvent, FullyNegotiatedInbound};
 use libp2p::swarm::{
     CloseConnection, ConnectionHandler, ConnectionHandlerEvent, ConnectionId, FromSwarm,
     NetworkBehaviour, SubstreamProtocol, THandlerInEvent, THandlerOutEvent, ToSwarm,
 };
 use libp2p::{PeerId, Stream};
+
+use crate::mesh::copies::{SignatureCounts, Taken};
 
 /// The gossipsub behaviour the mesh runs.
 pub type Gossipsub = gossipsub::Behaviour<
@@ -186,6 +192,8 @@ pub struct FrameGuard {
     /// Peers whose connection was closed for bad framing (the mesh dials them back).
     reset: Vec<PeerId>,
     outbound: OutboundStreams,
+    /// The ids of the messages gossipsub took lately, shared with every inbound reader.
+    taken: Taken,
 }
 
 impl std::fmt::Debug for FrameGuard {
@@ -207,6 +215,7 @@ impl FrameGuard {
             actions: VecDeque::new(),
             reset: Vec::new(),
             outbound: OutboundStreams::default(),
+            taken: Taken::default(),
         }
     }
 
@@ -235,7 +244,12 @@ impl FrameGuard {
     }
 
     fn wrap_handler(&self, inner: Inner) -> FrameHandler {
-        FrameHandler::new(inner, self.frame_limit)
+        FrameHandler::new(inner, self.frame_limit, self.taken.clone())
+    }
+
+    /// What the inbound readers did with the published messages they read.
+    pub fn signatures(&self) -> SignatureCounts {
+        self.taken.counts()
     }
 
     /// The peers whose connection was closed for bad framing since the last call.
@@ -305,7 +319,16 @@ impl NetworkBehaviour for FrameGuard {
         if let Some(a) = self.actions.pop_front() {
             return Poll::Ready(a);
         }
-        self.inner.poll(cx)
+        let polled = self.inner.poll(cx);
+        // Gossipsub emits a message only once its id is in its duplicate cache: from now on a
+        // copy can go to it unchecked (`copies`).
+        if let Poll::Ready(ToSwarm::GenerateEvent(gossipsub::Event::Message {
+            message_id, ..
+        })) = &polled
+        {
+            self.taken.record(message_id);
+        }
+        polled
     }
 }
 
@@ -322,6 +345,81 @@ where
 {
     fn decode_frame(&mut self, frame: &mut BytesMut) -> Result<Option<E>, String> {
         self.decode(frame).map_err(|e| e.to_string())
+    }
+}
+
+/// Gossipsub's decoder behind the copies check (`copies`): the published messages of a frame that
+/// gossipsub took lately are taken out and handed on as they came, unchecked; the rest of the
+/// frame is decoded and checked by gossipsub's decoder as before.
+struct CopiesFirst<C> {
+    codec: C,
+    taken: Taken,
+}
+
+impl<C> CopiesFirst<C> {
+    /// The message id gossipsub gives `m` (`mesh::message_id`), if `from` is a PeerId.
+    fn id(m: &Published<'_>) -> Option<(PeerId, MessageId)> {
+        let source = PeerId::from_bytes(m.from).ok()?;
+        let id = MessageId::new(&gossip_message_id(&source.to_bytes(), m.seqno));
+        Some((source, id))
+    }
+}
+
+impl<C> asynchronous_codec::Decoder for CopiesFirst<C>
+where
+    C: asynchronous_codec::Decoder<Item = InnerEvent>,
+{
+    type Item = InnerEvent;
+    type Error = C::Error;
+
+    fn decode(&mut self, frame: &mut BytesMut) -> Result<Option<InnerEvent>, C::Error> {
+        let Some(body) = frame_body(frame) else {
+            return self.codec.decode(frame);
+        };
+        let mut sources = Vec::new();
+        let taken = take_known(body, |m| match Self::id(m) {
+            Some((source, id)) if self.taken.contains(&id) => {
+                sources.push(source);
+                true
+            }
+            _ => false,
+        });
+        let (event, copies) = match taken {
+            None => (self.codec.decode(frame)?, Vec::new()),
+            Some(t) => {
+                let mut rest = BytesMut::from(frame_bytes(&t.rest).as_slice());
+                let copies = t
+                    .known
+                    .iter()
+                    .zip(sources)
+                    .map(|(m, source)| gossipsub::RawMessage {
+                        source: Some(source),
+                        data: m.data.to_vec(),
+                        sequence_number: Some(m.seqno),
+                        topic: gossipsub::TopicHash::from_raw(m.topic),
+                        signature: m.signature.map(<[u8]>::to_vec),
+                        key: m.key.map(<[u8]>::to_vec),
+                        validated: false,
+                    })
+                    .collect();
+                (self.codec.decode(&mut rest)?, copies)
+            }
+        };
+        Ok(match event {
+            Some(InnerEvent::Message {
+                mut rpc,
+                invalid_messages,
+            }) => {
+                self.taken
+                    .count(rpc.messages.len() + invalid_messages.len(), copies.len());
+                rpc.messages.extend(copies);
+                Some(InnerEvent::Message {
+                    rpc,
+                    invalid_messages,
+                })
+            }
+            other => other,
+        })
     }
 }
 
@@ -438,6 +536,8 @@ pub struct FrameHandler {
     kind_told: bool,
     /// Outbound stream negotiations gossipsub's handler has seen.
     outbound_attempts: Attempts,
+    /// The ids of the messages gossipsub took lately (`copies`).
+    taken: Taken,
 }
 
 /// Gossipsub's outbound stream negotiations on one connection (see
@@ -463,7 +563,7 @@ impl std::fmt::Debug for FrameHandler {
 }
 
 impl FrameHandler {
-    fn new(inner: Inner, limit: usize) -> Self {
+    fn new(inner: Inner, limit: usize, taken: Taken) -> Self {
         Self {
             inner,
             limit,
@@ -471,6 +571,7 @@ impl FrameHandler {
             out: VecDeque::new(),
             kind_told: false,
             outbound_attempts: Attempts::default(),
+            taken,
         }
     }
 }
@@ -561,7 +662,10 @@ impl ConnectionHandler for FrameHandler {
                     let parts = framed.into_parts();
                     self.inbound = Some(Reader::new(
                         parts.io,
-                        Box::new(parts.codec),
+                        Box::new(CopiesFirst {
+                            codec: parts.codec,
+                            taken: self.taken.clone(),
+                        }),
                         &parts.read_buffer,
                         self.limit,
                     ));

@@ -26,6 +26,7 @@
 
 mod codec;
 pub mod connmgr;
+pub mod copies;
 pub mod frames;
 pub mod gated;
 mod join;
@@ -275,6 +276,9 @@ pub struct Status {
     /// Gossipsub's outbound streams: negotiated, and connections closed because its handler
     /// gave up on them.
     pub outbound_streams: frames::OutboundStreams,
+    /// Received messages whose signature gossipsub's decoder checked, and copies of messages
+    /// already taken that went to gossipsub without a second check (`copies`).
+    pub signatures: copies::SignatureCounts,
     /// Gossipsub RPCs whose subscription list was split because it was longer than
     /// [`crate::mesh::muxer::SPLIT_AT`].
     pub split_rpcs: u64,
@@ -989,6 +993,7 @@ fn handle_command(
                 dropped: pending.dropped,
                 mesh,
                 outbound_streams: swarm.behaviour().gossipsub.outbound(),
+                signatures: swarm.behaviour().gossipsub.signatures(),
                 split_rpcs: pending.splits.get(),
                 scores: swarm
                     .connected_peers()

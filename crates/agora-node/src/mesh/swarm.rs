@@ -116,6 +116,7 @@ pub(super) fn build_swarm(
                 .max_transmit_size(MAX_FRAME_BYTES)
                 .max_control_message_size(MAX_CONTROL_BYTES)
                 .message_id_fn(message_id)
+                .duplicate_cache_time(super::copies::DUPLICATE_CACHE_TIME)
                 .validate_messages()
                 .validation_mode(gossipsub::ValidationMode::Strict)
                 .heartbeat_interval(heartbeat)

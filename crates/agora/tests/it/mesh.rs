@@ -258,3 +258,109 @@ async fn a_channel_topic_is_left_when_its_last_local_agent_goes() {
         .await
         .expect("the node leaves the channel's topic once alice is gone");
 }
+
+/// Copies before signatures (`docs/node.md`): in a triangle every message reaches each node twice
+/// (from its publisher and forwarded by the third node). Each agent still gets every message
+/// once, and the nodes pass copies to gossipsub without checking their signatures again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn copies_reach_gossipsub_without_a_second_signature_check() {
+    const MESSAGES: usize = 30;
+    let dir = tempfile::tempdir().unwrap();
+    let a = spawn_node(&dir.path().join("a"), &[], GREET, &[]);
+    let b = spawn_node(&dir.path().join("b"), &[&a.p2p], GREET, &[]);
+    let c = spawn_node(&dir.path().join("c"), &[&a.p2p, &b.p2p], GREET, &[]);
+    let mut alice = Agent::connect(&a.agh, "alice.sess-3", CH).await;
+    let mut bob = Agent::connect(&b.agh, "bob.sess-3", CH).await;
+    let mut carol = Agent::connect(&c.agh, "carol.sess-3", CH).await;
+    alice.greet(&[]).await;
+    bob.greet(&[]).await;
+    carol.greet(&[]).await;
+    for (x, y) in [(&a, &b), (&a, &c), (&b, &c)] {
+        let (x_id, y_http) = (x.peer_id.clone(), y.http.clone());
+        eventually(Duration::from_secs(20), async || {
+            connected(&y_http).await.contains(&x_id).then_some(())
+        })
+        .await
+        .expect("the triangle forms");
+    }
+    for (agent, node) in [("bob.sess-3", &b), ("carol.sess-3", &c)] {
+        assert!(
+            see_each_other(
+                (&a.http, "alice.sess-3"),
+                (&node.http, agent),
+                CH,
+                Duration::from_secs(20)
+            )
+            .await,
+            "alice and {agent} see each other"
+        );
+    }
+    // Every node meshes both others on the channel's topic.
+    let topic_meshed = async |http: &str| {
+        let http = http.to_owned();
+        eventually(Duration::from_secs(20), async || {
+            let status = support::get_json(&http, "/status").await;
+            let full = status["gossip"]["mesh"]
+                .as_object()?
+                .iter()
+                .any(|(t, n)| t.contains(CH) && n.as_u64() == Some(2));
+            full.then_some(())
+        })
+        .await
+    };
+    for node in [&a, &b, &c] {
+        topic_meshed(&node.http)
+            .await
+            .expect("each node meshes both others on the channel");
+    }
+    let spared = async || {
+        let mut total = 0;
+        for node in [&a, &b, &c] {
+            let status = support::get_json(&node.http, "/status").await;
+            total += status["gossip"]["signatures"]["spared"].as_u64().unwrap();
+        }
+        total
+    };
+    let before = spared().await;
+
+    let mut ids = Vec::new();
+    for i in 0..MESSAGES {
+        let say = alice.envelope("say", None, json!({"text": format!("copy test {i}")}));
+        ids.push(say["id"].clone());
+        alice.send(&say).await;
+    }
+    for agent in [&mut bob, &mut carol] {
+        for id in &ids {
+            agent
+                .expect(Duration::from_secs(10), |v| v["id"] == *id)
+                .await
+                .expect("every message arrives");
+        }
+        assert!(
+            agent
+                .expect(Duration::from_millis(500), |v| ids.contains(&v["id"]))
+                .await
+                .is_none(),
+            "and none twice"
+        );
+    }
+    let spared_now = eventually(Duration::from_secs(10), async || {
+        let n = spared().await;
+        (n > before).then_some(n)
+    })
+    .await
+    .expect("copies were passed on unchecked");
+    let b_status = support::get_json(&b.http, "/status").await;
+    assert!(
+        b_status["gossip"]["signatures"]["checked"]
+            .as_u64()
+            .unwrap()
+            >= MESSAGES as u64,
+        "each message was checked once: {}",
+        b_status["gossip"]["signatures"]
+    );
+    eprintln!(
+        "copies spared a signature check: {} for {MESSAGES} messages to two nodes",
+        spared_now - before
+    );
+}

@@ -50,6 +50,7 @@ pub async fn status_value(state: &AppState) -> Option<serde_json::Value> {
             "mesh": mesh.mesh,
             "neighbours": mesh.neighbours,
             "outbound_streams": mesh.outbound_streams,
+            "signatures": mesh.signatures,
             "split_rpcs": mesh.split_rpcs,
             "scores": mesh.scores,
         },
