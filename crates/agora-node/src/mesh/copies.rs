@@ -9,14 +9,18 @@
 //! for scoring and IDONTWANT); every other message is decoded and checked as before.
 //!
 //! Why that is safe: an id is recorded only once gossipsub has put it in its own duplicate cache
-//! (it emits the message only after that), and it is forgotten after [`TAKEN_FOR`], a third of
+//! (it emits the message only after that), and it is forgotten after [`TAKEN_FOR`], a twelfth of
 //! gossipsub's duplicate-cache time, so gossipsub still holds every id this set says it took:
 //! a message passed on unchecked can only be dropped as a copy, never delivered. A forged message
 //! under the id of one already taken is therefore dropped as a copy instead of being refused for
 //! its signature: its sender is not penalised for it, and nothing else changes.
 //!
-//! Bounded: at most [`MAX_TAKEN`] ids; past it the oldest is forgotten early (its copies are then
-//! checked again, as before this set).
+//! Copies come from the other mesh peers within milliseconds and by IWANT within a heartbeat or
+//! two, so [`TAKEN_FOR`] is short; a copy later than that is checked as before. The set holds the
+//! first 128 bits of each id's SHA-256 (to pass a forged message as a copy, a sender would need
+//! a second preimage of a taken id's digest), about 50 bytes per id where the ids themselves
+//! took about 190. Bounded: at most [`MAX_TAKEN`] ids; past it the oldest is
+//! forgotten early (its copies are then checked again, as before this set).
 
 use std::collections::{HashSet, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -27,12 +31,12 @@ use libp2p::gossipsub::MessageId;
 
 /// Gossipsub's duplicate-cache time (its default, which the node keeps).
 pub const DUPLICATE_CACHE_TIME: Duration = Duration::from_secs(60);
-/// How long an id is known here: a third of [`DUPLICATE_CACHE_TIME`], so that gossipsub's own
-/// cache outlives every entry even when gossipsub's event reached the node seconds late.
-pub const TAKEN_FOR: Duration = Duration::from_secs(20);
-/// Most ids held (about 1,000 messages a second for [`TAKEN_FOR`] at 20 bytes and more each:
-/// under 3 MiB).
-pub const MAX_TAKEN: usize = 32 * 1024;
+/// How long an id is known here: long enough for the copies that follow a message (mesh peers'
+/// forwards, answers to IWANT), far within [`DUPLICATE_CACHE_TIME`], so that gossipsub's own
+/// cache outlives every entry even when gossipsub's event reached the node many seconds late.
+pub const TAKEN_FOR: Duration = Duration::from_secs(5);
+/// Most ids held: 1,600 messages a second for [`TAKEN_FOR`], at most 1.5 MiB.
+pub const MAX_TAKEN: usize = 8 * 1024;
 
 /// What the inbound readers did with the published messages they read.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
@@ -45,11 +49,20 @@ pub struct SignatureCounts {
 
 #[derive(Debug, Default)]
 struct Ids {
-    set: HashSet<MessageId>,
-    order: VecDeque<(Instant, MessageId)>,
+    set: HashSet<u128>,
+    order: VecDeque<(Instant, u128)>,
 }
 
 impl Ids {
+    /// `id` as the first 128 bits of its SHA-256.
+    fn key(id: &MessageId) -> u128 {
+        use sha2::Digest as _;
+        let digest = sha2::Sha256::digest(&id.0);
+        let mut first = [0u8; 16];
+        first.copy_from_slice(&digest[..16]);
+        u128::from_be_bytes(first)
+    }
+
     fn expire(&mut self, now: Instant) {
         while let Some((at, _)) = self.order.front() {
             if now.saturating_duration_since(*at) < TAKEN_FOR && self.order.len() <= MAX_TAKEN {
@@ -78,9 +91,10 @@ impl Taken {
     /// Records that gossipsub took the message `id` (it is in gossipsub's duplicate cache).
     pub fn record(&self, id: &MessageId) {
         let now = Instant::now();
+        let key = Ids::key(id);
         let mut ids = self.ids();
-        if ids.set.insert(id.clone()) {
-            ids.order.push_back((now, id.clone()));
+        if ids.set.insert(key) {
+            ids.order.push_back((now, key));
         }
         ids.expire(now);
     }
@@ -88,9 +102,10 @@ impl Taken {
     /// Whether gossipsub took the message `id` within the last [`TAKEN_FOR`].
     #[must_use]
     pub fn contains(&self, id: &MessageId) -> bool {
+        let key = Ids::key(id);
         let mut ids = self.ids();
         ids.expire(Instant::now());
-        ids.set.contains(id)
+        ids.set.contains(&key)
     }
 
     /// Counts messages checked by the decoder and copies spared a check.
@@ -145,7 +160,7 @@ mod tests {
 
     #[test]
     fn ids_are_forgotten_well_before_gossipsub_forgets_them() {
-        const { assert!(TAKEN_FOR.as_secs() * 3 <= DUPLICATE_CACHE_TIME.as_secs()) };
+        const { assert!(TAKEN_FOR.as_secs() * 10 <= DUPLICATE_CACHE_TIME.as_secs()) };
         let taken = Taken::default();
         let old = MessageId::new(b"old");
         {
@@ -153,8 +168,9 @@ mod tests {
             let then = Instant::now()
                 .checked_sub(TAKEN_FOR)
                 .expect("the clock started long ago");
-            ids.set.insert(old.clone());
-            ids.order.push_back((then, old.clone()));
+            let key = Ids::key(&old);
+            ids.set.insert(key);
+            ids.order.push_back((then, key));
         }
         assert!(!taken.contains(&old));
         assert!(taken.is_empty());
