@@ -35,7 +35,6 @@ use std::pin::Pin;
 use std::task::{Context, Poll};
 
 use agora_hyperspace::frames::{Piece, Splitter, body as frame_body, frame as frame_bytes};
-use agora_hyperspace::peer_id::gossip_message_id;
 use agora_hyperspace::published::{Published, take_known};
 use bytes::BytesMut;
 use futures::{AsyncRead, AsyncWrite};
@@ -360,7 +359,7 @@ impl<C> CopiesFirst<C> {
     /// The message id gossipsub gives `m` (`mesh::message_id`), if `from` is a PeerId.
     fn id(m: &Published<'_>) -> Option<(PeerId, MessageId)> {
         let source = PeerId::from_bytes(m.from).ok()?;
-        let id = MessageId::new(&gossip_message_id(&source.to_bytes(), m.seqno));
+        let id = super::signed_message_id(&source, m.seqno);
         Some((source, id))
     }
 }

@@ -446,14 +446,22 @@ pub enum MeshError {
 /// window, not by the id.
 pub fn message_id(message: &gossipsub::Message) -> MessageId {
     match (message.source, message.sequence_number) {
-        (Some(source), Some(seqno)) => MessageId::new(
-            &agora_hyperspace::peer_id::gossip_message_id(&source.to_bytes(), seqno),
-        ),
+        (Some(source), Some(seqno)) => signed_message_id(&source, seqno),
         _ => {
             use sha2::Digest as _;
             MessageId::new(&sha2::Sha256::digest(&message.data)[..16])
         }
     }
+}
+
+/// The id of a signed message from `source` with sequence number `seqno` ([`message_id`]; the
+/// copies check of `frames` asks by it too).
+#[must_use]
+pub fn signed_message_id(source: &PeerId, seqno: u64) -> MessageId {
+    MessageId::new(&agora_hyperspace::peer_id::gossip_message_id(
+        &source.to_bytes(),
+        seqno,
+    ))
 }
 
 /// Starts listening and returns the mesh ready to [`run`].
