@@ -11,7 +11,7 @@
 //! |---|---|---|
 //! | local | topics this node's own functions use: its capability topic, the discovery topic, the AGH channels of its local agents, … (the services ask with `mesh::Command::Subscribe`) | the rest of the budget |
 //! | proxy | a `hyperspace/…` topic that a connected neighbour which is *not* an Agora node subscribes to (a js-libp2p agent, say): Agora joins it on that peer's behalf so that it relays for it | [`Budget::proxies`], [`Budget::proxies_per_peer`] each |
-//! | neighbour | `hyperspace/capabilities/{P}` of each lasting neighbour `P` (connected for [`NEIGHBOUR_SETTLE`], or kept by the node as a mesh peer of a topic it uses or a bootstrap peer) that subscribes to its own capability topic (so neighbours' cards arrive by gossip; every other card is in the DHT) | [`Budget::neighbours`] |
+//! | neighbour | `hyperspace/capabilities/{P}` of each lasting neighbour `P` (connected for [`NEIGHBOUR_SETTLE`], or kept by the node as a mesh peer of a topic it uses or a bootstrap peer), and of each connected peer that is not an Agora node from the moment it is known not to be one, that subscribes to its own capability topic (so neighbours' cards arrive by gossip; every other card is in the DHT) | [`Budget::neighbours`] |
 //! | relay | an AGH channel (`agh/v0/…`) a neighbour is in: AGH presence is a directory every node can show, so channels are carried by nodes without agents in them too — but only while they carry traffic: a relayed channel silent for [`RELAY_IDLE`] (AGH greets every 30 s by default) is left and not joined again until some peer newly subscribes to it | [`Budget::relays`] |
 //!
 //! Apart from AGH relays, Agora nodes never join a topic because another Agora node joined it
@@ -505,7 +505,10 @@ impl Topics {
                 continue;
             }
             let own = p.caps.as_str();
-            if p.settled
+            // A peer that is not an Agora node (a js-libp2p agent) is followed at once: it
+            // announces its card on its own topic only, and it is not one of the short
+            // connections of Agora nodes' DHT queries that the settling guards against.
+            if (p.settled || (p.connected() && p.kind == Kind::Other))
                 && let Some((t, seq)) = p.topics.get_key_value(own)
             {
                 offer(t, Class::Neighbour, *seq, &mut best);
@@ -928,6 +931,42 @@ mod tests {
         t.peer_identified(&js, true);
         let a = t.plan(now + IDENTIFY_WAIT);
         assert!(a.contains(&Action::Unsubscribe("hyperspace/tasks/web-research".into())));
+    }
+
+    #[test]
+    fn a_foreign_peers_own_card_topic_is_followed_at_once_whatever_else_it_follows() {
+        let mut t = Topics::new(Budget::default(), peer());
+        let now = Instant::now();
+        // Three js peers, each following 200 card topics, use up the proxy topics.
+        let js: Vec<PeerId> = (0..4).map(|_| peer()).collect();
+        for p in &js {
+            t.peer_connected(*p, now);
+            for _ in 0..199 {
+                t.peer_subscribed(*p, &caps(&peer()), now);
+            }
+            t.peer_subscribed(*p, &caps(p), now);
+            t.peer_identified(p, false);
+        }
+        let actions = t.plan(now);
+        let joined = subscribed(&actions);
+        for p in &js {
+            assert!(
+                joined.contains(&caps(p).as_str()),
+                "each js peer's own card topic, before any settling"
+            );
+        }
+        assert_eq!(t.report().by_class["proxy"], Budget::default().proxies);
+        assert_eq!(t.report().by_class["neighbour"], js.len());
+        // An Agora node's waits for NEIGHBOUR_SETTLE (or to be kept).
+        let agora = peer();
+        t.peer_connected(agora, now);
+        t.peer_identified(&agora, true);
+        t.peer_subscribed(agora, &caps(&agora), now);
+        assert!(subscribed(&t.plan(now)).is_empty());
+        assert_eq!(
+            subscribed(&t.plan(now + NEIGHBOUR_SETTLE)),
+            [caps(&agora).as_str()]
+        );
     }
 
     #[test]

@@ -789,6 +789,77 @@ async fn a_second_node_joins_a_node_that_has_seen_500_capability_topics() {
     within_topic_budget(&b).await;
 }
 
+/// 8. js peers that follow many capability topics when they connect (as a Hyperspace js node
+///    that knows many peers does) still have their own cards followed: Agora joins
+///    `hyperspace/capabilities/{PeerId}` of each, and the card each then publishes is found by
+///    `tool.discover`. Four such peers at once: the proxy topics they bring (8 per peer, 24 in
+///    all) run out, and each own card topic is still followed, from the moment the peer is known
+///    not to be an Agora node.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn js_peers_following_200_card_topics_have_their_own_cards_found() {
+    if !js_available() {
+        return;
+    }
+    const PEERS: usize = 4;
+    let dir = tempfile::tempdir().unwrap();
+    let node = spawn_node(&dir.path().join("a"), &[], 30, &[]);
+    let mut peers = Vec::new();
+    for i in 0..PEERS {
+        let mut js = JsPeer::spawn().await;
+        let own = format!("hyperspace/capabilities/{}", js.peer_id);
+        let ids = js.call(json!({"cmd": "peer-ids", "count": 199})).await;
+        let mut topics: Vec<String> = strings(&ids["ids"])
+            .iter()
+            .map(|id| format!("hyperspace/capabilities/{id}"))
+            .collect();
+        // Its own topic among the others (first, in the middle, last…), as a node that learned
+        // of peers before it started.
+        topics.insert((i * 66).min(topics.len()), own.clone());
+        assert_eq!(topics.len(), 200);
+        js.subscribe(&topics).await;
+        js.dial(&node).await;
+        peers.push((js, own));
+    }
+    // At once: within 10 s, before the 15 s an Agora neighbour takes to count as lasting
+    // (`agora_node::mesh::topics::NEIGHBOUR_SETTLE`), so a card published then is not lost.
+    for (i, (js, own)) in peers.iter_mut().enumerate() {
+        assert!(
+            js.wait_for("subscribers", own, &node.peer_id, Duration::from_secs(10))
+                .await,
+            "Agora subscribes to the capabilities topic of js peer {i}, which follows 200 card \
+             topics; gossip: {}",
+            gossip_status(&node).await
+        );
+        // It publishes once Agora is in its mesh for the topic, as `star` explains.
+        assert!(
+            js.wait_for("mesh", own, &node.peer_id, Duration::from_secs(20))
+                .await,
+            "the Agora node joins js peer {i}'s mesh for its own card topic"
+        );
+        js.call(json!({"cmd": "card", "tools": [{
+            "id": format!("js-many-{i}"),
+            "name": format!("js-many-{i}"),
+            "description": "A tool of a js peer that follows 200 card topics",
+            "capabilities": [format!("jsmanytopics{i}")],
+        }]}))
+        .await;
+    }
+    let mut client = rpc_connect(&node.rpc).await;
+    for (i, (js, _)) in peers.iter().enumerate() {
+        let found = discover(
+            &mut client,
+            &format!("jsmanytopics{i}"),
+            &format!("js-many-{i}"),
+        )
+        .await
+        .unwrap_or_else(|| {
+            panic!("tool.discover on Agora finds the tool of the card of js peer {i}")
+        });
+        assert_eq!(found["peerId"], js.peer_id.as_str());
+    }
+    within_topic_budget(&node).await;
+}
+
 /// A trajectory shared by an Agora node, as a js-libp2p peer receives it on
 /// `hyperspace/trajectories/{taskType}`: the raw gossiped bytes hold neither the e-mail address
 /// nor the API key recorded, the js envelope code verifies the envelope, and the trajectory is
