@@ -24,6 +24,7 @@
 //! blocks on its event channel (events queue locally, gossip beyond the queue bound is ignored),
 //! so the services that send it commands can never deadlock with it.
 
+pub mod chores;
 mod codec;
 pub mod connmgr;
 pub mod copies;
@@ -45,6 +46,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::config::PeerLimits;
+use crate::mesh::chores::{Chore, Chores};
 use crate::mesh::connmgr::ConnManager;
 use crate::mesh::muxer::Splits;
 use crate::mesh::topics::Topics;
@@ -100,16 +102,9 @@ const MEMORY_REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
 const HS_REQUEST_TIMEOUT: Duration = Duration::from_secs(40);
 /// Lifetime of DHT records stored for others (refreshed by their publishers).
 const RECORD_TTL: Duration = Duration::from_secs(60 * 60);
-/// Lifetime of provider records (capability tags, topic rendezvous) and how often a node
-/// re-provides its own: short enough that providers that left fade within hours.
+/// Lifetime of provider records (capability tags, topic rendezvous): short enough that providers
+/// that left fade within hours. A node re-provides its own keys itself ([`chores`]).
 const PROVIDER_TTL: Duration = Duration::from_secs(2 * 60 * 60);
-const PROVIDER_REPUBLISH: Duration = Duration::from_secs(60 * 60);
-/// How often Kademlia refreshes the routing table by itself (libp2p's default is 5 minutes).
-/// Each refresh is a lookup per bucket that dials whoever it visits — dozens of connections
-/// that the connection manager closes again 10 s later; at 120 nodes the 5-minute refreshes
-/// alone kept both cores busy and cut task gossip delivery to 70 %. The node's own lookups
-/// (cards, providers, rendezvous) keep the table fresh in between.
-const KAD_BOOTSTRAP_EVERY: Duration = Duration::from_secs(60 * 60);
 /// Which request-response protocol.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Proto {
@@ -288,6 +283,8 @@ pub struct Status {
     pub mesh_peers: std::collections::BTreeMap<String, Vec<String>>,
     /// Peers in the Kademlia routing table.
     pub kad_peers: usize,
+    /// DHT keys this node provides and re-provides on its own schedule (`chores`).
+    pub provided_keys: usize,
 }
 
 /// Messages gossipsub could not send to slow peers, as its `SlowPeer` events count them.
@@ -544,6 +541,8 @@ struct Pending {
     kad: HashMap<kad::QueryId, KadWait>,
     /// The topic budget.
     topics: Topics,
+    /// The periodic DHT chores.
+    chores: Chores,
     /// The topic plan must be recomputed (at the next [`PLAN_EVERY`] tick).
     replan: bool,
     /// Peers whose connection the frame guard closed, to dial back once it is gone.
@@ -588,7 +587,8 @@ pub async fn run(mesh: Mesh, mut commands: mpsc::Receiver<Command>, events: mpsc
         replies: HashMap::new(),
         lookups: HashMap::new(),
         kad: HashMap::new(),
-        topics: Topics::new(budget, local),
+        topics: Topics::new(budget, local, random_seed()),
+        chores: Chores::new(std::time::Instant::now(), random_seed()),
         replan: false,
         resets: HashSet::new(),
         ping_timeouts: HashSet::new(),
@@ -656,6 +656,7 @@ pub async fn run(mesh: Mesh, mut commands: mpsc::Receiver<Command>, events: mpsc
                 if pending.topics.due(std::time::Instant::now()) {
                     pending.replan = true;
                 }
+                do_chores(&mut swarm, &mut pending);
             }
         }
     }
@@ -682,16 +683,12 @@ fn apply_topic_plan(swarm: &mut Swarm<Behaviour>, pending: &mut Pending) {
                 b.gossipsub.unsubscribe(&IdentTopic::new(t));
             }
             topics::Action::Provide(t) => {
-                if let Err(e) = b
-                    .kad
-                    .start_providing(kad::RecordKey::new(&topics::rendezvous_key(&t)))
-                {
-                    tracing::debug!(topic = %t, error = ?e, "cannot provide a topic rendezvous");
-                }
+                provide(b, &mut pending.chores, topics::rendezvous_key(&t));
             }
             topics::Action::StopProviding(t) => {
-                b.kad
-                    .stop_providing(&kad::RecordKey::new(&topics::rendezvous_key(&t)));
+                let key = topics::rendezvous_key(&t);
+                b.kad.stop_providing(&kad::RecordKey::new(&key));
+                pending.chores.unprovided(&key);
             }
             topics::Action::Lookup { topic, dials } => {
                 let id = b
@@ -709,6 +706,45 @@ fn apply_topic_plan(swarm: &mut Swarm<Behaviour>, pending: &mut Pending) {
     }
 }
 
+/// Provides `key` in the DHT now and schedules its re-provides.
+fn provide(b: &mut Behaviour, chores: &mut Chores, key: Vec<u8>) {
+    match b.kad.start_providing(kad::RecordKey::new(&key)) {
+        Ok(_) => {
+            if !chores.provided(key, std::time::Instant::now()) {
+                tracing::warn!("the re-provide schedule is full: a DHT key is provided once only");
+            }
+        }
+        Err(e) => tracing::warn!(error = ?e, "cannot provide a DHT key"),
+    }
+}
+
+/// Carries out the DHT chores that fell due ([`chores`]).
+fn do_chores(swarm: &mut Swarm<Behaviour>, pending: &mut Pending) {
+    let kad = &mut swarm.behaviour_mut().kad;
+    for chore in pending.chores.due(std::time::Instant::now()) {
+        match chore {
+            Chore::Bootstrap => {
+                if let Err(e) = kad.bootstrap() {
+                    tracing::debug!(error = ?e, "no routing table refresh");
+                }
+            }
+            Chore::Reprovide(key) => {
+                if let Err(e) = kad.start_providing(kad::RecordKey::new(&key)) {
+                    tracing::warn!(error = ?e, "cannot provide a DHT key again");
+                }
+            }
+        }
+    }
+}
+
+/// A seed from the operating system's randomness (0 if it has none to give: the jitter it
+/// seeds spreads chores, it protects nothing).
+fn random_seed() -> u64 {
+    let mut seed = [0u8; 8];
+    let _ = getrandom::fill(&mut seed);
+    u64::from_le_bytes(seed)
+}
+
 /// Dials up to `dials` of the rendezvous providers found that are not connected yet.
 fn dial_providers(swarm: &mut Swarm<Behaviour>, found: HashSet<PeerId>, dials: usize) {
     let local = *swarm.local_peer_id();
@@ -717,16 +753,7 @@ fn dial_providers(swarm: &mut Swarm<Behaviour>, found: HashSet<PeerId>, dials: u
         .filter(|p| *p != local && !swarm.is_connected(p))
         .collect();
     // A random choice spreads the links over the providers.
-    let mut seed = [0u8; 8];
-    if getrandom::fill(&mut seed).is_ok() {
-        let mut x = u64::from_le_bytes(seed) | 1;
-        for i in (1..fresh.len()).rev() {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            fresh.swap(i, (x % (i as u64 + 1)) as usize);
-        }
-    }
+    fastrand::Rng::with_seed(random_seed()).shuffle(&mut fresh);
     for peer in fresh.into_iter().take(dials) {
         if let Err(e) = swarm.dial(peer) {
             tracing::debug!(%peer, error = %e, "rendezvous dial failed");
@@ -934,12 +961,11 @@ fn handle_command(
                 tracing::debug!(error = ?e, "DHT record not stored");
             }
         }
-        Command::StartProviding(key) => {
-            if let Err(e) = b.kad.start_providing(kad::RecordKey::new(&key)) {
-                tracing::warn!(error = ?e, "cannot provide a DHT key");
-            }
+        Command::StartProviding(key) => provide(b, &mut pending.chores, key),
+        Command::StopProviding(key) => {
+            b.kad.stop_providing(&kad::RecordKey::new(&key));
+            pending.chores.unprovided(&key);
         }
-        Command::StopProviding(key) => b.kad.stop_providing(&kad::RecordKey::new(&key)),
         Command::GetProviders { key, reply } => {
             let id = b.kad.get_providers(kad::RecordKey::new(&key));
             pending
@@ -1002,6 +1028,7 @@ fn handle_command(
                 mesh,
                 outbound_streams: swarm.behaviour().gossipsub.outbound(),
                 signatures: swarm.behaviour().gossipsub.signatures(),
+                provided_keys: pending.chores.keys(),
                 split_rpcs: pending.splits.get(),
                 scores: swarm
                     .connected_peers()

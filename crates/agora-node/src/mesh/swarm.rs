@@ -17,11 +17,10 @@ use super::muxer::{Splits, SplittingMuxer};
 use super::pings;
 use super::{
     DIRECTORY_PROTOCOL, ENVELOPE_PROTOCOL, HS_REQUEST_TIMEOUT, HYPERSPACE_PROTOCOL,
-    IDENTIFY_VERSION, KAD_BOOTSTRAP_EVERY, KAD_PROTOCOL, MAX_CONTROL_BYTES, MAX_FRAME_BYTES,
-    MAX_HS_RESPONSE_BYTES, MAX_MEMORY_RESPONSE_BYTES, MAX_MESSAGE_BYTES, MAX_PAYMENT_BYTES,
-    MAX_PEER_TOPICS, MAX_RECORD_BYTES, MAX_RESPONSE_BYTES, MEMORY_PROTOCOL, MEMORY_REQUEST_TIMEOUT,
-    MeshConfig, MeshError, PAYMENTS_PROTOCOL, PROVIDER_REPUBLISH, PROVIDER_TTL, RECORD_TTL,
-    message_id, score_settings,
+    IDENTIFY_VERSION, KAD_PROTOCOL, MAX_CONTROL_BYTES, MAX_FRAME_BYTES, MAX_HS_RESPONSE_BYTES,
+    MAX_MEMORY_RESPONSE_BYTES, MAX_MESSAGE_BYTES, MAX_PAYMENT_BYTES, MAX_PEER_TOPICS,
+    MAX_RECORD_BYTES, MAX_RESPONSE_BYTES, MEMORY_PROTOCOL, MEMORY_REQUEST_TIMEOUT, MeshConfig,
+    MeshError, PAYMENTS_PROTOCOL, PROVIDER_TTL, RECORD_TTL, message_id, score_settings,
 };
 
 #[derive(NetworkBehaviour)]
@@ -152,10 +151,11 @@ pub(super) fn build_swarm(
                 .set_record_filtering(kad::StoreInserts::FilterBoth)
                 .set_record_ttl(Some(RECORD_TTL))
                 .set_provider_record_ttl(Some(PROVIDER_TTL))
-                .set_provider_publication_interval(Some(PROVIDER_REPUBLISH))
-                // Publishers re-sign and re-put their records themselves.
+                // Re-provides and routing table refreshes are the mesh's own jittered chores
+                // (`super::chores`); publishers re-sign and re-put their records themselves.
+                .set_provider_publication_interval(None)
                 .set_publication_interval(None)
-                .set_periodic_bootstrap_interval(Some(KAD_BOOTSTRAP_EVERY))
+                .set_periodic_bootstrap_interval(None)
                 .set_max_packet_size(MAX_RECORD_BYTES + 16 * 1024)
                 .set_query_timeout(Duration::from_secs(10));
             let store = MemoryStore::with_config(

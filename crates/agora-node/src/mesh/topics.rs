@@ -21,12 +21,15 @@
 //! `hyperspace/trajectories/…`, `hyperspace/crdt/…`, `hyperspace/settlements/…`) meet directly
 //! instead, through a **rendezvous** in the DHT: each provides [`rendezvous_key`] of the topic and,
 //! while fewer than [`RENDEZVOUS_MIN`] connected peers share the topic, looks up the other
-//! providers and dials a few of them (with backoff); now and then it also dials one provider it is
-//! not connected to, so that groups which formed apart merge: first [`LONG_RANGE`] after joining,
-//! then at intervals doubling up to [`LONG_RANGE_MAX`], each stretched by a fraction in [0, 1)
-//! fixed per node and topic ([`spread`]), so that nodes started together do not all look up the
-//! same key at the same moment (at 500 nodes those lookups, all answered by the same few
-//! providers, kept both cores busy).
+//! providers and dials a few of them (with a backoff that doubles, each wait stretched by a random
+//! fraction in [0, 1)). Now and then the node also dials one provider of one of its rendezvous
+//! topics that it is not connected to, so that groups which formed apart merge: one such
+//! **long-range** lookup per node and period, not one per topic, the topics taken in turn (the one
+//! looked up longest ago first); the first [`LONG_RANGE`] after the node's first rendezvous topic,
+//! then at intervals doubling up to [`LONG_RANGE_MAX`], each stretched by a random fraction in
+//! [0, 1), so that nodes started together do not all look up at the same moment (at 500 nodes
+//! the per-topic lookups, arriving together and answered by the same few providers, kept both
+//! cores busy).
 //!
 //! Admission is greedy in priority order (local, proxy, neighbour, relay), topics already joined first
 //! within a class, then by the order they were asked for, under both a topic count
@@ -36,7 +39,8 @@
 //! not fit are simply not joined. A topic is left as soon as no reason for it remains, except that
 //! a disconnected peer's reasons linger for [`LINGER`] (a reconnect causes no churn).
 //!
-//! Pure logic with an injected clock; the mesh task feeds it events and executes its actions.
+//! Pure logic with an injected clock and random seed; the mesh task feeds it events and executes
+//! its actions.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::time::{Duration, Instant};
@@ -67,9 +71,10 @@ pub const FIRST_LOOKUP: Duration = Duration::from_millis(250);
 pub const MAX_LOOKUP_BACKOFF: Duration = Duration::from_secs(300);
 /// How often a served rendezvous topic is checked again.
 pub const SERVED_RECHECK: Duration = Duration::from_secs(30);
-/// How often a rendezvous topic dials one provider it is not connected to.
+/// How long after its first rendezvous topic a node first dials one provider it is not connected
+/// to (stretched by a random fraction in [0, 1)).
 pub const LONG_RANGE: Duration = Duration::from_secs(600);
-/// The longest interval between two long-range dials of one rendezvous topic.
+/// The longest interval between two long-range dials of a node (before the stretch).
 pub const LONG_RANGE_MAX: Duration = Duration::from_secs(2 * 60 * 60);
 /// A relayed AGH channel with no message for this long is left.
 pub const RELAY_IDLE: Duration = Duration::from_secs(300);
@@ -297,13 +302,21 @@ impl Peer {
     }
 }
 
-#[derive(Debug)]
+#[derive(Clone, Copy, Debug)]
 struct Rendezvous {
     next: Instant,
     backoff: Duration,
-    long_range: Instant,
-    /// The interval before the next long-range dial (before [`spread`]).
-    long_every: Duration,
+    /// When this topic's last long-range lookup was made (never: first in turn).
+    long_at: Option<Instant>,
+}
+
+/// The node's long-range lookups: one per period over all its rendezvous topics.
+#[derive(Debug)]
+struct LongRange {
+    /// The next one is due (none while the node has no rendezvous topic).
+    next: Option<Instant>,
+    /// The interval before the one after it (before the stretch).
+    every: Duration,
 }
 
 /// The topic budget and the reasons behind every joined topic.
@@ -324,11 +337,15 @@ pub struct Topics {
     /// Channels left for silence, with the subscription sequence number at that time: only a
     /// newer subscription makes them candidates again.
     quiet: HashMap<String, u64>,
+    long_range: LongRange,
+    /// The jitter of every periodic lookup.
+    rng: fastrand::Rng,
 }
 
 impl Topics {
-    /// An empty subscription set for the node `local_peer`.
-    pub fn new(budget: Budget, local_peer: PeerId) -> Self {
+    /// An empty subscription set for the node `local_peer`; `seed` seeds the jitter of its
+    /// lookups.
+    pub fn new(budget: Budget, local_peer: PeerId, seed: u64) -> Self {
         Self {
             budget,
             local_caps: format!("{CAPABILITIES_PREFIX}{local_peer}"),
@@ -341,7 +358,17 @@ impl Topics {
             seq: 0,
             traffic: HashMap::new(),
             quiet: HashMap::new(),
+            long_range: LongRange {
+                next: None,
+                every: LONG_RANGE,
+            },
+            rng: fastrand::Rng::with_seed(seed),
         }
+    }
+
+    /// `d` stretched by a random fraction in [0, 1).
+    fn stretch(&mut self, d: Duration) -> Duration {
+        super::chores::stretch(&mut self.rng, d, 1.0)
     }
 
     /// A message arrived on `topic` (only relayed channels keep track).
@@ -564,10 +591,8 @@ impl Topics {
             .traffic
             .values()
             .any(|at| now.saturating_duration_since(*at) >= RELAY_IDLE)
-            || self
-                .rendezvous
-                .values()
-                .any(|r| now >= r.next || now >= r.long_range)
+            || self.rendezvous.values().any(|r| now >= r.next)
+            || self.long_range.next.is_some_and(|at| now >= at)
     }
 
     /// Recomputes the subscription set and the rendezvous schedule; returns what to do.
@@ -685,47 +710,72 @@ impl Topics {
         for t in wanted {
             if let std::collections::btree_map::Entry::Vacant(e) = self.rendezvous.entry(t) {
                 actions.push(Action::Provide(e.key().clone()));
-                let first = spread(&self.local_caps, e.key(), LONG_RANGE);
                 e.insert(Rendezvous {
                     next: now + FIRST_LOOKUP,
                     backoff: Duration::from_secs(1),
-                    long_range: now + first,
-                    long_every: (LONG_RANGE * 2).min(LONG_RANGE_MAX),
+                    long_at: None,
                 });
             }
         }
+        self.plan_long_range(now, actions);
         let counts: Vec<(String, usize)> = self
             .rendezvous
             .keys()
             .map(|t| (t.clone(), self.subscribers(t)))
             .collect();
         for (topic, subscribers) in counts {
-            let Some(r) = self.rendezvous.get_mut(&topic) else {
+            let Some(&Rendezvous { next, backoff, .. }) = self.rendezvous.get(&topic) else {
                 continue;
             };
-            if now >= r.long_range {
-                r.long_range = now + spread(&self.local_caps, &topic, r.long_every);
-                r.long_every = (r.long_every * 2).min(LONG_RANGE_MAX);
-                actions.push(Action::Lookup {
-                    topic: topic.clone(),
-                    dials: 1,
-                });
-            }
-            if now < r.next {
+            if now < next {
                 continue;
             }
-            if subscribers < RENDEZVOUS_MIN {
-                r.next = now + r.backoff;
-                r.backoff = (r.backoff * 2).min(MAX_LOOKUP_BACKOFF);
+            let (next, backoff) = if subscribers < RENDEZVOUS_MIN {
+                let wait = self.stretch(backoff);
                 actions.push(Action::Lookup {
-                    topic,
+                    topic: topic.clone(),
                     dials: RENDEZVOUS_DIALS,
                 });
+                (now + wait, (backoff * 2).min(MAX_LOOKUP_BACKOFF))
             } else {
-                r.backoff = Duration::from_secs(1);
-                r.next = now + SERVED_RECHECK;
+                (now + SERVED_RECHECK, Duration::from_secs(1))
+            };
+            if let Some(r) = self.rendezvous.get_mut(&topic) {
+                r.next = next;
+                r.backoff = backoff;
             }
         }
+    }
+
+    /// The node's one long-range lookup per period, over its rendezvous topics in turn.
+    fn plan_long_range(&mut self, now: Instant, actions: &mut Vec<Action>) {
+        if self.rendezvous.is_empty() {
+            self.long_range.next = None;
+            return;
+        }
+        let Some(due) = self.long_range.next else {
+            let wait = self.stretch(self.long_range.every);
+            self.long_range.next = Some(now + wait);
+            return;
+        };
+        if now < due {
+            return;
+        }
+        // The topic looked up longest ago (never: first), ties by name.
+        let turn = self
+            .rendezvous
+            .iter()
+            .min_by_key(|(_, r)| r.long_at)
+            .map(|(t, _)| t.clone());
+        if let Some(topic) = turn {
+            if let Some(r) = self.rendezvous.get_mut(&topic) {
+                r.long_at = Some(now);
+            }
+            actions.push(Action::Lookup { topic, dials: 1 });
+        }
+        self.long_range.every = (self.long_range.every * 2).min(LONG_RANGE_MAX);
+        let wait = self.stretch(self.long_range.every);
+        self.long_range.next = Some(now + wait);
     }
 }
 
@@ -757,7 +807,7 @@ mod tests {
     #[test]
     fn time_alone_asks_for_a_plan_only_when_a_reason_expires() {
         let t0 = Instant::now();
-        let mut t = Topics::new(Budget::default(), peer());
+        let mut t = Topics::new(Budget::default(), peer(), 7);
         let (a, b) = (peer(), peer());
         t.peer_connected(a, t0);
         t.peer_identified(&a, true);
@@ -800,7 +850,7 @@ mod tests {
     #[test]
     fn local_topics_join_and_leave() {
         let me = peer();
-        let mut t = Topics::new(Budget::default(), me);
+        let mut t = Topics::new(Budget::default(), me, 7);
         let now = Instant::now();
         t.join_local("agh/v0/builders");
         let a = t.plan(now);
@@ -819,7 +869,7 @@ mod tests {
 
     #[test]
     fn agora_nodes_do_not_spread_topics_to_each_other() {
-        let mut t = Topics::new(Budget::default(), peer());
+        let mut t = Topics::new(Budget::default(), peer(), 7);
         let now = Instant::now();
         let n = peer();
         t.peer_connected(n, now);
@@ -847,7 +897,7 @@ mod tests {
 
     #[test]
     fn short_connections_never_bring_card_topics_kept_peers_do_at_once() {
-        let mut t = Topics::new(Budget::default(), peer());
+        let mut t = Topics::new(Budget::default(), peer(), 7);
         let now = Instant::now();
         let (brief, kept) = (peer(), peer());
         for n in [brief, kept] {
@@ -879,7 +929,7 @@ mod tests {
 
     #[test]
     fn agh_channels_are_relayed_while_they_carry_traffic() {
-        let mut t = Topics::new(Budget::default(), peer());
+        let mut t = Topics::new(Budget::default(), peer(), 7);
         let now = Instant::now();
         let n = peer();
         t.peer_connected(n, now);
@@ -916,7 +966,7 @@ mod tests {
 
     #[test]
     fn other_peers_are_proxied_after_identify_or_the_wait() {
-        let mut t = Topics::new(Budget::default(), peer());
+        let mut t = Topics::new(Budget::default(), peer(), 7);
         let now = Instant::now();
         let js = peer();
         t.peer_connected(js, now);
@@ -935,7 +985,7 @@ mod tests {
 
     #[test]
     fn a_foreign_peers_own_card_topic_is_followed_at_once_whatever_else_it_follows() {
-        let mut t = Topics::new(Budget::default(), peer());
+        let mut t = Topics::new(Budget::default(), peer(), 7);
         let now = Instant::now();
         // Three js peers, each following 200 card topics, use up the proxy topics.
         let js: Vec<PeerId> = (0..4).map(|_| peer()).collect();
@@ -972,7 +1022,7 @@ mod tests {
     #[test]
     fn the_budget_holds_at_any_mesh_size() {
         let budget = Budget::default();
-        let mut t = Topics::new(budget, peer());
+        let mut t = Topics::new(budget, peer(), 7);
         let now = Instant::now();
         for i in 0..10 {
             t.join_local(&format!("agh/v0/channel-{i}"));
@@ -1014,7 +1064,7 @@ mod tests {
             max_topics: 4,
             ..Budget::default()
         };
-        let mut t = Topics::new(budget, peer());
+        let mut t = Topics::new(budget, peer(), 7);
         let now = Instant::now();
         let js = peer();
         t.peer_connected(js, now);
@@ -1040,7 +1090,7 @@ mod tests {
     #[test]
     fn proxies_per_peer_are_capped_and_stable() {
         let budget = Budget::default();
-        let mut t = Topics::new(budget, peer());
+        let mut t = Topics::new(budget, peer(), 7);
         let now = Instant::now();
         let js = peer();
         t.peer_connected(js, now);
@@ -1060,7 +1110,7 @@ mod tests {
 
     #[test]
     fn rendezvous_looks_up_with_backoff_until_served() {
-        let mut t = Topics::new(Budget::default(), peer());
+        let mut t = Topics::new(Budget::default(), peer(), 7);
         let now = Instant::now();
         let topic = "hyperspace/tasks/web-research";
         t.join_local(topic);
@@ -1080,7 +1130,12 @@ mod tests {
         assert_eq!(lookups(&t.plan(now)), 0);
         assert_eq!(lookups(&t.plan(now + FIRST_LOOKUP)), 1);
         assert_eq!(lookups(&t.plan(now + FIRST_LOOKUP)), 0, "backoff");
-        let later = now + FIRST_LOOKUP + Duration::from_secs(1);
+        // The first backoff, 1 s, stretched by less than itself.
+        assert_eq!(
+            lookups(&t.plan(now + FIRST_LOOKUP + Duration::from_millis(999))),
+            0
+        );
+        let later = now + FIRST_LOOKUP + Duration::from_secs(2);
         assert_eq!(lookups(&t.plan(later)), 1);
         // Two subscribed neighbours: served, no more lookups.
         for _ in 0..RENDEZVOUS_MIN {
@@ -1089,19 +1144,92 @@ mod tests {
             t.peer_subscribed(n, topic, now);
         }
         assert_eq!(lookups(&t.plan(later + Duration::from_secs(10))), 0);
-        // But a long-range dial now and then: first after LONG_RANGE (spread), then at
+        // But a long-range dial now and then: first after LONG_RANGE (stretched), then at
         // doubling intervals.
         let long = Action::Lookup {
             topic: topic.into(),
             dials: 1,
         };
-        let first = now + spread(&t.local_caps, topic, LONG_RANGE);
+        let first = t
+            .long_range
+            .next
+            .expect("scheduled with the first rendezvous topic");
         assert!(first >= now + LONG_RANGE && first < now + 2 * LONG_RANGE);
         assert!(!t.plan(first - Duration::from_secs(1)).contains(&long));
         assert!(t.plan(first).contains(&long));
-        let second = first + spread(&t.local_caps, topic, 2 * LONG_RANGE);
+        let second = t.long_range.next.expect("the next one");
+        assert!(second >= first + 2 * LONG_RANGE && second < first + 4 * LONG_RANGE);
         assert!(!t.plan(second - Duration::from_secs(1)).contains(&long));
         assert!(t.plan(second).contains(&long));
+    }
+
+    #[test]
+    fn one_long_range_lookup_per_node_and_period_over_the_topics_in_turn() {
+        let mut t = Topics::new(Budget::default(), peer(), 11);
+        let now = Instant::now();
+        let topics = [
+            "hyperspace/tasks/a",
+            "hyperspace/tasks/b",
+            "hyperspace/tasks/c",
+        ];
+        for topic in topics {
+            t.join_local(topic);
+            // Served: only long-range lookups remain.
+            for _ in 0..RENDEZVOUS_MIN {
+                let n = peer();
+                t.peer_connected(n, now);
+                t.peer_subscribed(n, topic, now);
+            }
+        }
+        t.plan(now);
+        let mut at = now;
+        let mut seen = Vec::new();
+        let mut waits = Vec::new();
+        for _ in 0..6 {
+            let next = t.long_range.next.expect("scheduled");
+            waits.push(next - at);
+            at = next;
+            let long: Vec<String> = t
+                .plan(at)
+                .into_iter()
+                .filter_map(|a| match a {
+                    Action::Lookup { topic, dials: 1 } => Some(topic),
+                    _ => None,
+                })
+                .collect();
+            assert_eq!(long.len(), 1, "one long-range lookup per period: {long:?}");
+            seen.extend(long);
+        }
+        // Each topic in turn, then again.
+        assert_eq!(seen[..3], topics);
+        assert_eq!(seen[3..], topics);
+        // Periods double up to the cap, each stretched by less than itself.
+        let mut every = LONG_RANGE;
+        for w in waits {
+            assert!(w >= every && w < 2 * every, "{w:?} for {every:?}");
+            every = (every * 2).min(LONG_RANGE_MAX);
+        }
+    }
+
+    #[test]
+    fn nodes_jitter_differently_with_different_seeds() {
+        let firsts: BTreeSet<Duration> = (0..50u64)
+            .map(|seed| {
+                let mut t = Topics::new(Budget::default(), peer(), seed);
+                let now = Instant::now();
+                t.join_local("hyperspace/tasks/a");
+                t.plan(now);
+                t.long_range.next.expect("scheduled") - now
+            })
+            .collect();
+        assert!(
+            firsts.len() > 40,
+            "50 seeds gave {} first waits",
+            firsts.len()
+        );
+        let spanned = firsts.last().copied().unwrap_or_default()
+            - firsts.first().copied().unwrap_or_default();
+        assert!(spanned > LONG_RANGE / 2, "spread over {spanned:?}");
     }
 
     #[test]

@@ -60,6 +60,9 @@ pub async fn status_value(state: &AppState) -> Option<serde_json::Value> {
         "improving": improving,
         "payments": payments,
         "kad_peers": mesh.kad_peers,
+        "dht": {
+            "provided_keys": mesh.provided_keys,
+        },
         "mesh_peers": mesh.mesh_peers,
     }))
 }
