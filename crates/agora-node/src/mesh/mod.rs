@@ -28,6 +28,7 @@ pub mod chores;
 mod codec;
 pub mod connmgr;
 pub mod copies;
+pub mod dials;
 pub mod frames;
 pub mod gated;
 mod join;
@@ -283,6 +284,8 @@ pub struct Status {
     pub mesh_peers: std::collections::BTreeMap<String, Vec<String>>,
     /// Peers in the Kademlia routing table.
     pub kad_peers: usize,
+    /// Outbound dials the dial budget allowed, denied and let through outside it (`dials`).
+    pub dials: dials::DialCounts,
     /// DHT keys this node provides and re-provides on its own schedule (`chores`).
     pub provided_keys: usize,
 }
@@ -559,6 +562,8 @@ struct Pending {
 
 impl Behaviour {
     fn send_request(&mut self, proto: Proto, peer: &PeerId, data: Vec<u8>) -> OutboundRequestId {
+        // A request's peer is dialled if need be, outside the dial budget.
+        self.dials.exempt(*peer);
         match proto {
             Proto::Envelope => self.direct.send_request(peer, data),
             Proto::Hyperspace => self.hs.send_request(peer, data),
@@ -1028,6 +1033,7 @@ fn handle_command(
                 mesh,
                 outbound_streams: swarm.behaviour().gossipsub.outbound(),
                 signatures: swarm.behaviour().gossipsub.signatures(),
+                dials: swarm.behaviour().dials.counts(),
                 provided_keys: pending.chores.keys(),
                 split_rpcs: pending.splits.get(),
                 scores: swarm
@@ -1136,6 +1142,7 @@ fn handle_swarm_event(
             bootstrap.on_disconnected(peer_id, alone, failed);
             if pending.resets.remove(&peer_id) {
                 // Closed for broken gossip framing: a new connection starts its streams afresh.
+                swarm.behaviour_mut().dials.exempt(peer_id);
                 if let Err(e) = swarm.dial(peer_id) {
                     tracing::debug!(%peer_id, error = %e, "cannot dial a reset peer back");
                 }

@@ -25,6 +25,8 @@ use super::{
 
 #[derive(NetworkBehaviour)]
 pub(super) struct Behaviour {
+    /// First, so that a dial past the budget is denied before the others prepare for it.
+    pub(super) dials: super::dials::DialGate,
     pub(super) identify: Gated<identify::Behaviour>,
     pub(super) ping: Gated<pings::Pings>,
     pub(super) kad: Gated<kad::Behaviour<MemoryStore>>,
@@ -209,6 +211,7 @@ pub(super) fn build_swarm(
                 request_response::Config::default().with_request_timeout(DIRECTORY_TIMEOUT),
             );
             Ok(Behaviour {
+                dials: super::dials::DialGate::default(),
                 identify: Gated::new(identify::Behaviour::new(identify::Config::new(
                     IDENTIFY_VERSION.to_owned(),
                     key.public(),

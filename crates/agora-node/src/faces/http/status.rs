@@ -61,6 +61,7 @@ pub async fn status_value(state: &AppState) -> Option<serde_json::Value> {
         "payments": payments,
         "kad_peers": mesh.kad_peers,
         "dht": {
+            "dials": mesh.dials,
             "provided_keys": mesh.provided_keys,
         },
         "mesh_peers": mesh.mesh_peers,
