@@ -70,7 +70,13 @@
 //! (`SCALE_BENCH_MESSAGES`), `--rate R` (`SCALE_BENCH_RATE`), `--workers W`
 //! (`SCALE_BENCH_WORKERS`, default 2), `--ready-timeout SECS` (`SCALE_BENCH_READY_TIMEOUT`,
 //! default 300, per network, from the last node's start), `--quiet PCT` (`SCALE_BENCH_QUIET`,
-//! default 0 = off) and `--only agora|bare` (`SCALE_BENCH_ONLY`, a comma-separated list). The
+//! default 0 = off), `--only agora|bare` (`SCALE_BENCH_ONLY`, a comma-separated list) and
+//! `--watch SECS` (`SCALE_BENCH_WATCH`: after measuring, leave the network alone that long and
+//! print its CPU in 10 s windows, with the largest window against the median: the DHT's
+//! periodic chores show there) and
+//! `--short` (`SCALE_BENCH_SHORT=1`: by default 50 nodes, 15 s of publishing and a 90 s ready
+//! timeout; about 3 minutes once built, ending with the `agora/bare:` ratio line, for checking a
+//! change quickly; the figures to report come from the full run). The
 //! soft limit of open files is raised to the hard limit. Keep M / R under 5 minutes: Agora
 //! ignores envelopes older than that.
 //!
@@ -125,6 +131,11 @@ const IDLE_WINDOW: Duration = Duration::from_secs(5);
 const DELIVERIES_PER_SECOND: f64 = 1000.0;
 /// The default number of messages is this much publishing at the rate.
 const MEASURE_SECONDS: f64 = 60.0;
+/// `--short`: the default number of nodes, seconds of publishing and ready timeout, for a
+/// check of a change in a few minutes (both variants) rather than a measurement to report.
+const SHORT_NODES: usize = 50;
+const SHORT_MEASURE_SECONDS: f64 = 15.0;
+const SHORT_READY_TIMEOUT: u64 = 90;
 /// The variants, in running order.
 const VARIANTS: [&str; 2] = ["agora", "bare"];
 /// Set in a child process: the variant it runs.
@@ -133,13 +144,19 @@ const CHILD_ENV: &str = "SCALE_BENCH_VARIANT";
 const REPORT_PREFIX: &str = "scale-report ";
 
 fn opts() -> RunOpts {
-    let args = Args::read("SCALE_BENCH", &RunOpts::NAMES, &[]);
+    let args = Args::read("SCALE_BENCH", &RunOpts::NAMES, &["short"]);
+    let short = args.flag("short");
+    let (nodes, seconds, ready) = if short {
+        (SHORT_NODES, SHORT_MEASURE_SECONDS, SHORT_READY_TIMEOUT)
+    } else {
+        (200, MEASURE_SECONDS, 300)
+    };
     RunOpts::read(
         &args,
-        200,
+        nodes,
         |nodes| (DELIVERIES_PER_SECOND / nodes as f64).round().max(1.0),
-        |rate| (rate * MEASURE_SECONDS).round() as usize,
-        300,
+        |rate| (rate * seconds).round() as usize,
+        ready,
         0.0,
     )
 }
@@ -755,6 +772,38 @@ async fn measure<N: Shape>(
         println!("  {variant}: {health}");
     }
 
+    // With `--watch`: the network left alone, its CPU in 10 s windows.
+    let watch = Args::read("SCALE_BENCH", &["watch"], &[]).get("watch", 0u64);
+    if watch > 0 {
+        const WINDOW: Duration = Duration::from_secs(10);
+        let mut shares = Vec::new();
+        let end = tokio::time::Instant::now() + Duration::from_secs(watch);
+        let mut mark = (Instant::now(), cpu_time());
+        while tokio::time::Instant::now() < end {
+            let window_end = tokio::time::Instant::now() + WINDOW;
+            while let Ok(Some(_)) = tokio::time::timeout_at(window_end, deliveries.recv()).await {}
+            let now = (Instant::now(), cpu_time());
+            if let (Some(a), Some(b)) = (mark.1, now.1) {
+                shares.push(share(b.saturating_sub(a), now.0 - mark.0, o.workers));
+            }
+            mark = now;
+        }
+        let mut sorted = shares.clone();
+        sorted.sort_by(f64::total_cmp);
+        let median = sorted.get(sorted.len() / 2).copied().unwrap_or(0.0);
+        let max = sorted.last().copied().unwrap_or(0.0);
+        println!(
+            "  {variant}: watched {watch} s with nothing published: CPU per 10 s median {:.1}%, max {:.1}% ({:.2}x the median); windows: {}",
+            100.0 * median,
+            100.0 * max,
+            max / median.max(1e-9),
+            percents(&shares)
+        );
+        if let Ok(Some(health)) = tokio::time::timeout(AFTER_POLL, net.gossip_health()).await {
+            println!("  {variant}: after watching: {health}");
+        }
+    }
+
     r.rss_end = rss();
     r.rss_peak = proc_status_kb("VmHWM").unwrap_or(0);
     if let Ok(shape) = tokio::time::timeout(AFTER_POLL, net.shape()).await {
@@ -813,9 +862,16 @@ impl Shape for AgoraNet {
         let (checked, spared) = status.iter().fold((0, 0), |(c, x), s| {
             (c + s.signatures.checked, x + s.signatures.spared)
         });
+        let (dialled, denied, exempt) = status.iter().fold((0, 0, 0), |(o, d, x), s| {
+            (o + s.dials.opened, d + s.dials.denied, x + s.dials.exempt)
+        });
+        let nodes = status.len().max(1) as f64;
         let (min, mean, max) = spread(&sizes);
         Some(format!(
-            "task-topic mesh peers per node min/mean/max {min}/{mean:.1}/{max}, {empty} nodes with an empty task mesh; dropped for slow peers: {priority} priority, {non_priority} non-priority; gossipsub outbound streams opened {opened}, connections closed for a handler that gave up {exhausted}; received messages signature-checked {checked}, copies spared a check {spared}"
+            "task-topic mesh peers per node min/mean/max {min}/{mean:.1}/{max}, {empty} nodes with an empty task mesh; dropped for slow peers: {priority} priority, {non_priority} non-priority; gossipsub outbound streams opened {opened}, connections closed for a handler that gave up {exhausted}; received messages signature-checked {checked}, copies spared a check {spared}; dials per node since start: {:.1} budgeted, {:.1} denied, {:.1} exempt",
+            dialled as f64 / nodes,
+            denied as f64 / nodes,
+            exempt as f64 / nodes,
         ))
     }
 }
