@@ -71,8 +71,8 @@
 //! (`SCALE_BENCH_WORKERS`, default 2), `--ready-timeout SECS` (`SCALE_BENCH_READY_TIMEOUT`,
 //! default 300, per network, from the last node's start), `--quiet PCT` (`SCALE_BENCH_QUIET`,
 //! default 0 = off), `--only agora|bare` (`SCALE_BENCH_ONLY`, a comma-separated list) and
-//! `--watch SECS` (`SCALE_BENCH_WATCH`: after measuring, leave the network alone that long and
-//! print its CPU in 10 s windows, with the largest window against the median: the DHT's
+//! `--watch SECS` (`SCALE_BENCH_WATCH`: after measuring, leave the Agora network alone that long
+//! and print its CPU in 10 s windows, with the largest window against the median: the DHT's
 //! periodic chores show there) and
 //! `--short` (`SCALE_BENCH_SHORT=1`: by default 50 nodes, 15 s of publishing and a 90 s ready
 //! timeout; about 3 minutes once built, ending with the `agora/bare:` ratio line, for checking a
@@ -772,9 +772,10 @@ async fn measure<N: Shape>(
         println!("  {variant}: {health}");
     }
 
-    // With `--watch`: the network left alone, its CPU in 10 s windows.
+    // With `--watch`: the network left alone, its CPU in 10 s windows (Agora only: bare
+    // gossipsub has no periodic chores to watch).
     let watch = Args::read("SCALE_BENCH", &["watch"], &[]).get("watch", 0u64);
-    if watch > 0 {
+    if watch > 0 && cards.is_some() {
         const WINDOW: Duration = Duration::from_secs(10);
         let mut shares = Vec::new();
         let end = tokio::time::Instant::now() + Duration::from_secs(watch);
