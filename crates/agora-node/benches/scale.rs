@@ -867,12 +867,31 @@ impl Shape for AgoraNet {
             (o + s.dials.opened, d + s.dials.denied, x + s.dials.exempt)
         });
         let nodes = status.len().max(1) as f64;
+        let mut queries: std::collections::BTreeMap<&str, (u64, u64)> = Default::default();
+        for s in &status {
+            for (kind, (q, r)) in &s.queries.0 {
+                let e = queries.entry(kind).or_default();
+                e.0 += q;
+                e.1 += r;
+            }
+        }
+        let queries: Vec<String> = queries
+            .iter()
+            .map(|(k, (q, r))| {
+                format!(
+                    "{k} {:.1} ({:.0} requests)",
+                    *q as f64 / nodes,
+                    *r as f64 / nodes
+                )
+            })
+            .collect();
         let (min, mean, max) = spread(&sizes);
         Some(format!(
-            "task-topic mesh peers per node min/mean/max {min}/{mean:.1}/{max}, {empty} nodes with an empty task mesh; dropped for slow peers: {priority} priority, {non_priority} non-priority; gossipsub outbound streams opened {opened}, connections closed for a handler that gave up {exhausted}; received messages signature-checked {checked}, copies spared a check {spared}; dials per node since start: {:.1} budgeted, {:.1} denied, {:.1} exempt",
+            "task-topic mesh peers per node min/mean/max {min}/{mean:.1}/{max}, {empty} nodes with an empty task mesh; dropped for slow peers: {priority} priority, {non_priority} non-priority; gossipsub outbound streams opened {opened}, connections closed for a handler that gave up {exhausted}; received messages signature-checked {checked}, copies spared a check {spared}; dials per node since start: {:.1} budgeted, {:.1} denied, {:.1} exempt; DHT queries per node: {}",
             dialled as f64 / nodes,
             denied as f64 / nodes,
             exempt as f64 / nodes,
+            queries.join(", "),
         ))
     }
 }

@@ -11,12 +11,14 @@
 //!
 //! Not counted, because the node cannot do its work without them: a dial to a peer a request is
 //! addressed to (a tool call, a memory or directory request: [`DialGate::exempt`], for
-//! [`EXEMPT_FOR`]), a dial back to a peer whose connection the frame guard reset, and a dial to an
-//! address with no peer id (a bootstrap address the operator gave). Inbound connections are not
+//! [`EXEMPT_FOR`]), a dial back to a peer whose connection the frame guard reset, and a dial to
+//! a bootstrap address the operator gave (with its peer id, or without one). Inbound connections are not
 //! counted either: they are their dialler's budget.
 //!
 //! So a node opens at most `DIAL_BURST + DIALS_PER_HOUR × hours` connections on its own, plus
-//! those its requests need. `/status` shows `dials.{opened, denied, exempt}`.
+//! those its requests need. `/status` shows `dht.dials.{opened, denied, exempt}`, and, to tell
+//! where they come from, the DHT queries that ended by kind with the requests they sent
+//! ([`QueryCensus`], `dht.queries`).
 
 use std::collections::HashMap;
 use std::convert::Infallible;
@@ -83,6 +85,20 @@ pub struct DialCounts {
     pub denied: u64,
     /// Dials outside the budget (requests, resets, bootstrap addresses).
     pub exempt: u64,
+}
+
+/// Finished Kademlia queries by kind, and the requests they sent: `kind → (queries, requests)`.
+/// The kinds are a fixed set of names, so the map stays small.
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub struct QueryCensus(pub std::collections::BTreeMap<&'static str, (u64, u64)>);
+
+impl QueryCensus {
+    /// A query of `kind` ended after sending `requests` requests.
+    pub fn ended(&mut self, kind: &'static str, requests: u32) {
+        let e = self.0.entry(kind).or_default();
+        e.0 += 1;
+        e.1 += u64::from(requests);
+    }
 }
 
 /// The budget was spent (the reason of a denied dial).
@@ -202,6 +218,16 @@ impl NetworkBehaviour for DialGate {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_census_counts_queries_and_requests_by_kind() {
+        let mut c = QueryCensus::default();
+        c.ended("bootstrap", 30);
+        c.ended("bootstrap", 12);
+        c.ended("put_record", 20);
+        assert_eq!(c.0["bootstrap"], (2, 42));
+        assert_eq!(c.0["put_record"], (1, 20));
+    }
 
     #[test]
     fn the_bucket_allows_a_burst_then_its_rate() {

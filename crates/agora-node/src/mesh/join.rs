@@ -70,6 +70,10 @@ impl Join {
             .iter_mut()
             .filter(|b| !b.connected && b.next_attempt <= now)
         {
+            // The operator's bootstrap peers are dialled outside the dial budget.
+            if let Some(peer) = b.peer {
+                swarm.behaviour_mut().dials.exempt(peer);
+            }
             if let Err(e) = swarm.dial(b.addr.clone()) {
                 tracing::debug!(addr = %b.addr, error = %e, "bootstrap dial failed");
             }

@@ -288,6 +288,8 @@ pub struct Status {
     pub dials: dials::DialCounts,
     /// DHT keys this node provides and re-provides on its own schedule (`chores`).
     pub provided_keys: usize,
+    /// Kademlia queries ended since the node started, by kind: (queries, requests sent).
+    pub queries: dials::QueryCensus,
 }
 
 /// Messages gossipsub could not send to slow peers, as its `SlowPeer` events count them.
@@ -546,6 +548,8 @@ struct Pending {
     topics: Topics,
     /// The periodic DHT chores.
     chores: Chores,
+    /// Kademlia queries ended, by kind.
+    queries: dials::QueryCensus,
     /// The topic plan must be recomputed (at the next [`PLAN_EVERY`] tick).
     replan: bool,
     /// Peers whose connection the frame guard closed, to dial back once it is gone.
@@ -594,6 +598,7 @@ pub async fn run(mesh: Mesh, mut commands: mpsc::Receiver<Command>, events: mpsc
         kad: HashMap::new(),
         topics: Topics::new(budget, local, random_seed()),
         chores: Chores::new(std::time::Instant::now(), random_seed()),
+        queries: dials::QueryCensus::default(),
         replan: false,
         resets: HashSet::new(),
         ping_timeouts: HashSet::new(),
@@ -708,6 +713,20 @@ fn apply_topic_plan(swarm: &mut Swarm<Behaviour>, pending: &mut Pending) {
                 "topic budget full: not joined; this node's agents on it are not reached by other nodes"
             ),
         }
+    }
+}
+
+/// The name a Kademlia query's kind is counted under.
+fn query_kind(result: &kad::QueryResult) -> &'static str {
+    match result {
+        kad::QueryResult::Bootstrap(_) => "bootstrap",
+        kad::QueryResult::GetClosestPeers(_) => "closest_peers",
+        kad::QueryResult::GetProviders(_) => "get_providers",
+        kad::QueryResult::StartProviding(_) => "start_providing",
+        kad::QueryResult::RepublishProvider(_) => "republish_provider",
+        kad::QueryResult::GetRecord(_) => "get_record",
+        kad::QueryResult::PutRecord(_) => "put_record",
+        kad::QueryResult::RepublishRecord(_) => "republish_record",
     }
 }
 
@@ -1035,6 +1054,7 @@ fn handle_command(
                 signatures: swarm.behaviour().gossipsub.signatures(),
                 dials: swarm.behaviour().dials.counts(),
                 provided_keys: pending.chores.keys(),
+                queries: pending.queries.clone(),
                 split_rpcs: pending.splits.get(),
                 scores: swarm
                     .connected_peers()
@@ -1071,6 +1091,18 @@ fn handle_swarm_event(
     pending
         .resets
         .extend(swarm.behaviour_mut().gossipsub.take_reset());
+    if let SwarmEvent::Behaviour(BehaviourEvent::Kad(kad::Event::OutboundQueryProgressed {
+        result,
+        stats,
+        step,
+        ..
+    })) = &event
+        && step.last
+    {
+        pending
+            .queries
+            .ended(query_kind(result), stats.num_requests());
+    }
     {
         use libp2p::metrics::Recorder;
         let m = &pending.telemetry.libp2p;

@@ -363,4 +363,20 @@ async fn copies_reach_gossipsub_without_a_second_signature_check() {
         "copies spared a signature check: {} for {MESSAGES} messages to two nodes",
         spared_now - before
     );
+    // The DHT side of `/status`: B joined by dialling A (a bootstrap address, outside the dial
+    // budget), provides its rendezvous keys, and has run Kademlia queries.
+    let dht = &b_status["dht"];
+    assert!(
+        dht["dials"]["opened"].is_u64()
+            && dht["dials"]["denied"].as_u64() == Some(0)
+            && dht["dials"]["exempt"].as_u64() >= Some(1),
+        "GET /status dht.dials: {dht}"
+    );
+    assert!(dht["provided_keys"].as_u64() >= Some(1), "{dht}");
+    assert!(
+        dht["queries"]
+            .as_object()
+            .is_some_and(|q| q.values().any(|v| v[0].as_u64() >= Some(1))),
+        "GET /status dht.queries counts ended queries: {dht}"
+    );
 }

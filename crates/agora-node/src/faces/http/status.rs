@@ -63,6 +63,7 @@ pub async fn status_value(state: &AppState) -> Option<serde_json::Value> {
         "dht": {
             "dials": mesh.dials,
             "provided_keys": mesh.provided_keys,
+            "queries": mesh.queries,
         },
         "mesh_peers": mesh.mesh_peers,
     }))
