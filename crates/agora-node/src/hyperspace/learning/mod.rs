@@ -120,12 +120,33 @@ pub fn call_route(tx: &mpsc::Sender<Input>) -> CallRoute {
     CallRoute::new(&["learning."], &[&methods::METHODS], tx, Input::Call)
 }
 
-/// cl100k BPE as a token counter.
-struct Cl100k(tiktoken_rs::CoreBPE);
+/// cl100k BPE as a token counter, built on its first use. Its tables are about 15 MB of heap,
+/// three quarters of an idle node's (heaptrack, `docs/performance.md` "Idle RSS"), and a node
+/// that never gets a learning call never needs them. Counting runs in the long-call pool, so the
+/// first count (about 0.1 s to build) never holds up a task that answers calls.
+#[derive(Default)]
+struct Cl100k(std::sync::OnceLock<Result<tiktoken_rs::CoreBPE, String>>);
+
+impl Cl100k {
+    fn bpe(&self) -> Result<&tiktoken_rs::CoreBPE, &str> {
+        self.0
+            .get_or_init(|| {
+                tiktoken_rs::cl100k_base().map_err(|e| {
+                    tracing::error!(error = %e, "learning: cannot build the cl100k tokenizer; counting 4 bytes as a token");
+                    e.to_string()
+                })
+            })
+            .as_ref()
+            .map_err(String::as_str)
+    }
+}
 
 impl TokenCounter for Cl100k {
     fn count(&self, text: &str) -> usize {
-        self.0.encode_ordinary(text).len()
+        match self.bpe() {
+            Ok(bpe) => bpe.encode_ordinary(text).len(),
+            Err(_) => text.len().div_ceil(4),
+        }
     }
 }
 
@@ -146,7 +167,7 @@ struct Shared {
     runtime: tokio::runtime::Handle,
 }
 
-/// The learning service before it runs: playbooks loaded, tokenizer built.
+/// The learning service before it runs: playbooks loaded (the tokenizer comes on first use).
 pub struct Prepared {
     shared: Arc<Shared>,
 }
@@ -157,15 +178,14 @@ impl std::fmt::Debug for Prepared {
     }
 }
 
-/// Loads every playbook and builds the tokenizer (blocking: call it off the runtime's workers,
-/// passing the runtime's handle). `embedder` finds near-duplicate bullets.
+/// Loads every playbook (blocking: call it off the runtime's workers, passing the runtime's
+/// handle). `embedder` finds near-duplicate bullets.
 pub fn prepare(
     store: Store,
     settings: Settings,
     embedder: Option<Arc<dyn Embedder>>,
     runtime: tokio::runtime::Handle,
 ) -> Result<Prepared, String> {
-    let bpe = tiktoken_rs::cl100k_base().map_err(|e| format!("cl100k tokenizer: {e}"))?;
     let mut books: HashMap<String, Playbook> = HashMap::new();
     for (key, row) in store.hs_playbooks().map_err(|e| e.to_string())? {
         match serde_json::from_str::<Playbook>(&row) {
@@ -214,7 +234,7 @@ pub fn prepare(
             store,
             settings,
             embedder,
-            counter: Arc::new(Cl100k(bpe)),
+            counter: Arc::new(Cl100k::default()),
             chat,
             pool,
             books: Mutex::new(books),
@@ -652,5 +672,20 @@ impl Shared {
                 Ok(out)
             })
             .await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_tokenizer_is_built_on_first_count_and_counts_cl100k_tokens() {
+        let c = Cl100k::default();
+        assert!(c.0.get().is_none(), "nothing built before a count");
+        // "hello world" is two cl100k tokens, "tokenization" two (token, ization).
+        assert_eq!(c.count("hello world"), 2);
+        assert!(c.0.get().is_some_and(Result::is_ok));
+        assert_eq!(c.count("tokenization"), 2);
     }
 }
