@@ -769,22 +769,20 @@ fn random_seed() -> u64 {
     u64::from_le_bytes(seed)
 }
 
-/// How many of the rendezvous providers found are neither this node nor connected to it.
-fn fresh_providers(swarm: &Swarm<Behaviour>, found: &HashSet<PeerId>) -> usize {
+/// The rendezvous providers found that are neither this node nor connected to it.
+fn fresh_providers<'a>(
+    swarm: &'a Swarm<Behaviour>,
+    found: &'a HashSet<PeerId>,
+) -> impl Iterator<Item = &'a PeerId> {
     let local = swarm.local_peer_id();
     found
         .iter()
-        .filter(|p| *p != local && !swarm.is_connected(p))
-        .count()
+        .filter(move |p| *p != local && !swarm.is_connected(p))
 }
 
 /// Dials up to `dials` of the rendezvous providers found that are not connected yet.
-fn dial_providers(swarm: &mut Swarm<Behaviour>, found: HashSet<PeerId>, dials: usize) {
-    let local = *swarm.local_peer_id();
-    let mut fresh: Vec<PeerId> = found
-        .into_iter()
-        .filter(|p| *p != local && !swarm.is_connected(p))
-        .collect();
+fn dial_providers(swarm: &mut Swarm<Behaviour>, found: &HashSet<PeerId>, dials: usize) {
+    let mut fresh: Vec<PeerId> = fresh_providers(swarm, found).copied().collect();
     // A random choice spreads the links over the providers.
     fastrand::Rng::with_seed(random_seed()).shuffle(&mut fresh);
     for peer in fresh.into_iter().take(dials) {
@@ -1380,7 +1378,7 @@ fn handle_swarm_event(
             // (111 → 106 requests per node for the first lookups, `docs/performance.md`).
             if !step.last
                 && let Some(KadWait::Rendezvous(dials, found)) = pending.kad.get(&id)
-                && fresh_providers(swarm, found) >= *dials
+                && fresh_providers(swarm, found).count() >= *dials
                 && let Some(mut query) = swarm.behaviour_mut().kad.query_mut(&id)
             {
                 query.finish();
@@ -1390,7 +1388,7 @@ fn handle_swarm_event(
                     Some(KadWait::Providers(reply, found)) => {
                         let _ = reply.send(found.into_iter().collect());
                     }
-                    Some(KadWait::Rendezvous(dials, found)) => dial_providers(swarm, found, dials),
+                    Some(KadWait::Rendezvous(dials, found)) => dial_providers(swarm, &found, dials),
                     Some(other) => {
                         pending.kad.insert(id, other);
                     }
